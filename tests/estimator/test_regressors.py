@@ -1,0 +1,25 @@
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from estimator.regressors import ColumnRegressor, ResidualPeakRegressor
+
+
+@parametrize_with_checks([ResidualPeakRegressor(n_estimators=5), ColumnRegressor()])
+def test_sklearn_compatible(estimator, check) -> None:
+    check(estimator)
+
+
+def test_residual_regressor_learns_per_gpu_constants_and_flags_unseen() -> None:
+    rng = np.random.default_rng(0)
+    base = rng.uniform(200, 2000, 200)
+    gpu = rng.integers(0, 3, 200).astype(float)
+    y = base * 1.1 + np.array([300.0, 500.0, 700.0])[gpu.astype(int)]
+    X = np.column_stack([base, gpu])
+    model = ResidualPeakRegressor(random_state=0).fit(X, y)
+    assert model.predict(X) == pytest.approx(y, rel=0.05)
+    unseen = np.array([[1000.0, 9.0]])
+    assert model.seen(unseen).tolist() == [False]
+    assert model.unseen_offset_ == max(model.offsets_.values())
+    assert clone(model).get_params()["random_state"] == 0
