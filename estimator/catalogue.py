@@ -4,8 +4,9 @@ The five GPUs of the paper's Table I carry exactly the values the authors'
 data uses; the others come from NVIDIA's data sheets. Memory clock is the
 effective data rate in MHz as in Table I (GDDR: e.g. 14000 for 14 Gbps; HBM:
 twice the memory clock). `memory_mib` is the total NVML reports, which is what
-GPU Feature Discovery writes to ``nvidia.com/gpu.memory``; a node's own label
-wins over it when present.
+GPU Feature Discovery writes to ``nvidia.com/gpu.memory`` (for the two 8 GB
+GeForce cards, the 7982 MiB the paper reports usable: the authors' data marks
+everything above it as out of memory); a node's own label wins when present.
 
 `gpu_for_product` maps ``nvidia.com/gpu.product`` values (GFD replaces spaces
 with hyphens; device-plugin time-slicing may append ``-SHARED``) to a type.
@@ -37,9 +38,9 @@ CHARACTERISTICS = ("cuda_cores", "tensor_cores", "mem_bandwidth_gbs", "sm_count"
 _TYPES = (
     # The paper's Table I (values as in the authors' data).
     GpuType("K80", 2496, 0, 240.6, 13, 5012, 11441, ("Tesla-K80",)),
-    GpuType("RTX-2070S", 2560, 320, 448.0, 40, 14000, 8192,
+    GpuType("RTX-2070S", 2560, 320, 448.0, 40, 14000, 7982,
             ("NVIDIA-GeForce-RTX-2070-SUPER", "GeForce-RTX-2070-SUPER")),
-    GpuType("RTX-3070", 5888, 184, 512.0, 46, 16000, 8192,
+    GpuType("RTX-3070", 5888, 184, 512.0, 46, 16000, 7982,
             ("NVIDIA-GeForce-RTX-3070", "GeForce-RTX-3070")),
     GpuType("V100-16GB", 5120, 640, 900.0, 80, 1752, 16384,
             ("Tesla-V100-SXM2-16GB", "Tesla-V100-PCIE-16GB", "Tesla-V100-SXM2-16GB-N")),

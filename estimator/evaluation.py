@@ -84,6 +84,8 @@ def _inner_pad(design: Design, frame: pd.DataFrame, protocol: str) -> float:
         calib = _is_calibration(fit)
         for gpu in fit["gpu"].unique():
             test = (fit["gpu"] == gpu).to_numpy() & ~calib
+            if not test.any():
+                continue
             model = design.make().fit(X[~test], y[~test])
             preds[test] = model.predict(X[test])
         scored = ~np.isnan(preds)

@@ -1,0 +1,76 @@
+"""The Flask app factory: `gunicorn -c extender/gunicorn.conf.py 'extender.app:create_app()'`.
+
+Each worker builds its own app: settings validated once, the estimator's
+artefacts loaded once (read-only), a Redis client; all mutable state lives in
+Redis. No app object exists at import time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+
+from flask import Flask, Response
+
+from estimator.predict import Estimator
+from extender import logs, metrics, routes_kube, routes_volcano
+from extender.embedded_redis import EmbeddedRedis
+from extender.errors import StoreUnavailable
+from extender.http_io import respond
+from extender.service import BindTarget, Scheduler
+from extender.settings import Settings
+from extender.store import RedisStore
+
+log = logging.getLogger(__name__)
+
+
+def create_app(settings: Settings | None = None, binder: BindTarget | None = None,
+               clock: Callable[[], float] | None = None,
+               estimator: Estimator | None = None) -> Flask:
+    """Build the app. `binder`, `clock` and `estimator` are injected by tests and replay."""
+    settings = settings or Settings.from_env(os.environ)
+    logs.configure(settings.log_level)
+    redis_url = settings.redis_url or EmbeddedRedis(settings.state_dir / "redis").start()
+    store = RedisStore.from_url(redis_url, settings.redis_timeout_s)
+    estimator = estimator or Estimator.load(design=settings.estimator_design)
+    if binder is None and settings.bind_mode == "api":
+        binder = _kubernetes_binder(settings)
+    scheduler = Scheduler(settings, store, estimator, binder, **({"clock": clock} if clock else {}))
+
+    app = Flask(__name__)
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
+    app.extensions["schedtune"] = scheduler
+    app.register_blueprint(routes_kube.bp)
+    app.register_blueprint(routes_volcano.bp)
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return respond({"status": "ok"})
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        try:
+            store.ping()
+        except StoreUnavailable as exc:
+            return respond({"status": "unavailable", "redis": str(exc)}, 503)
+        return respond({"status": "ready", "models": len(estimator.models)})
+
+    @app.get("/metrics")
+    def metrics_view() -> Response:
+        body, content_type = metrics.render()
+        return Response(body, mimetype=content_type.split(";")[0])
+
+    log.info("extender ready", extra={"redis": redis_url.split("@")[-1],
+                                      "bind_mode": settings.bind_mode,
+                                      "design": settings.estimator_design})
+    return app
+
+
+def _kubernetes_binder(settings: Settings) -> BindTarget | None:
+    from extender import kube  # noqa: PLC0415  (the client is slow to import; only when binding)
+
+    if not kube.load_config(settings.kubeconfig):
+        log.warning("no cluster configuration: bind verbs reserve without creating Bindings")
+        return None
+    return kube.Binder()

@@ -1,0 +1,50 @@
+"""The extender's exceptions; the route handlers map each to the verb's error shape.
+
+Infeasible nodes are verdicts (`extender.model.Verdict`), never exceptions.
+"""
+
+from __future__ import annotations
+
+
+class ExtenderError(Exception):
+    """Base class. `status` is the HTTP status used where the contract allows one."""
+
+    status = 500
+    retriable = False
+
+
+class BadRequest(ExtenderError):
+    """The body is not JSON of the verb's shape, or a field has the wrong type."""
+
+    status = 400
+
+
+class BodyTooLarge(BadRequest):
+    status = 413
+
+
+class UnknownGPU(ExtenderError):
+    """A node's GPU product is not in the catalogue."""
+
+    status = 422
+
+
+class StoreUnavailable(ExtenderError):
+    """Redis cannot be reached: the scheduler should retry (annotated pods only)."""
+
+    status = 503
+    retriable = True
+
+
+class Conflict(ExtenderError):
+    """The reservation cannot be made: no GPU on the node has room any more."""
+
+    status = 409
+    retriable = True
+
+
+class BindFailed(ExtenderError):
+    """The Kubernetes API refused or failed the Binding."""
+
+    status = 502
+    retriable = True

@@ -1,0 +1,41 @@
+"""Prometheus metrics. Correct under gunicorn's worker processes: gunicorn.conf.py sets
+PROMETHEUS_MULTIPROC_DIR before the workers start, and `/metrics` then aggregates
+every worker's files through `MultiProcessCollector`.
+"""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest, multiprocess,
+)  # fmt: skip
+
+REQUEST_SECONDS = Histogram(
+    "schedtune_extender_request_seconds", "Latency per verb", ["verb"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+)  # fmt: skip
+FILTER_DENIALS = Counter("schedtune_filter_denials_total", "Nodes refused by filter", ["reason"])
+PASSTHROUGH = Counter("schedtune_passthrough_total", "Pods without schedtune.io/model", ["verb"])
+ERRORS = Counter("schedtune_extender_errors_total", "Requests answered with an error",
+                 ["verb", "kind"])
+BINDS = Counter("schedtune_binds_total", "Bind outcomes", ["outcome"])
+
+
+def denial_kind(reason: str) -> str:
+    """A low-cardinality label for a filter reason (the reason itself names nodes and MiB)."""
+    for key, kind in (("collocation limit", "collocation_limit"), ("MiB free", "memory"),
+                      ("more than the", "exceeds_gpu"), ("schedtune.io/", "annotation"),
+                      ("model", "unknown_model"), ("label", "gpu_labels"),
+                      ("node unknown", "unknown_node")):  # fmt: skip
+        if key in reason:
+            return kind
+    return "other"
+
+
+def render() -> tuple[bytes, str]:
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+    return generate_latest(), CONTENT_TYPE_LATEST

@@ -1,0 +1,122 @@
+"""Domain types shared by the wire layers, the core and the store (no I/O here).
+
+Units are in the names: MiB for memory, seconds for time, epoch seconds for
+instants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Pod annotations (the opt-in contract).
+ANNOTATION_PREFIX = "schedtune.io/"
+MODEL = ANNOTATION_PREFIX + "model"
+TASK = ANNOTATION_PREFIX + "task"
+BATCH = ANNOTATION_PREFIX + "batch-size"
+EPOCHS = ANNOTATION_PREFIX + "epochs"
+REQUESTS = ANNOTATION_PREFIX + "requests"
+# Written on the pod at bind time, so Redis can be rebuilt from the API.
+GPU = ANNOTATION_PREFIX + "gpu"
+RESERVED_MIB = ANNOTATION_PREFIX + "reserved-mib"
+PREDICTED_S = ANNOTATION_PREFIX + "predicted-seconds"
+
+# GPU Feature Discovery labels and extended resources.
+LABEL_PRODUCT = "nvidia.com/gpu.product"
+LABEL_MEMORY = "nvidia.com/gpu.memory"
+LABEL_COUNT = "nvidia.com/gpu.count"
+LABEL_REPLICAS = "nvidia.com/gpu.replicas"
+RESOURCE_GPU = "nvidia.com/gpu"
+RESOURCE_VOLCANO_MEMORY = "volcano.sh/gpu-memory"
+RESOURCE_VOLCANO_NUMBER = "volcano.sh/gpu-number"
+
+
+@dataclass(frozen=True)
+class PodDemand:
+    """What an annotated pod asks for. `units` = epochs (train) or requests (inference)."""
+
+    uid: str
+    name: str
+    namespace: str
+    model: str
+    task: str
+    batch: int
+    units: int
+
+
+@dataclass(frozen=True)
+class NodeGpus:
+    """A node's GPUs as its labels describe them (all GPUs of a node share one product).
+
+    `gpu_type` is the catalogue name, None when the product is unknown.
+    `share_slots`: pods one GPU can hold by the cluster's sharing mechanism
+    (time-slicing replicas; 0 = memory-based sharing, no slot limit; 1 = exclusive).
+    `problem` is set, and `count` 0, when the labels are missing or not believable.
+    """
+
+    product: str
+    gpu_type: str | None
+    count: int
+    memory_mib: int
+    share_slots: int = 1
+    problem: str = ""
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """One reservation on one GPU, as the store holds it."""
+
+    uid: str
+    pod: str
+    namespace: str
+    model: str
+    task: str
+    node: str
+    gpu_index: int
+    reserved_mib: float
+    predicted_s: float
+    state: str  # "reserved" (not bound yet), "bound", "running"
+    reserved_at: float
+    started_at: float = 0.0
+    expires_at: float = 0.0  # 0: no expiry (bound or running)
+
+
+@dataclass(frozen=True)
+class GpuState:
+    node: str
+    index: int
+    capacity_mib: int
+    jobs: tuple[JobRecord, ...] = ()
+
+    @property
+    def reserved_mib(self) -> float:
+        return sum(j.reserved_mib for j in self.jobs)
+
+    @property
+    def free_mib(self) -> float:
+        return self.capacity_mib - self.reserved_mib
+
+
+@dataclass(frozen=True)
+class NodeState:
+    name: str
+    gpus: NodeGpus | None
+    gpu_states: tuple[GpuState, ...] = ()
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    """A frozen read of the nodes a request names: decisions read this, never live keys."""
+
+    now: float
+    nodes: dict[str, NodeState] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Filter's answer for one node. `unresolvable`: preemption cannot make it fit."""
+
+    node: str
+    fits: bool
+    reason: str = ""
+    gpu_index: int | None = None
+    unresolvable: bool = False

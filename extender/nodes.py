@@ -1,0 +1,69 @@
+"""A node object (labels, allocatable) -> its GPU layout. Pure; shared by both wire layers.
+
+Sources, in order: GPU Feature Discovery labels (``nvidia.com/gpu.product``,
+``nvidia.com/gpu.count``, ``nvidia.com/gpu.memory`` MiB per GPU,
+``nvidia.com/gpu.replicas``), then allocatable ``nvidia.com/gpu`` (divided by
+the replicas under time-slicing) or Volcano's ``volcano.sh/gpu-number`` and
+``volcano.sh/gpu-memory`` (MiB in total), then the catalogue's memory for the
+product. Labels that are missing or not believable give a layout with
+`problem` set, which the filter turns into a readable, unresolvable verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from estimator.catalogue import gpu_for_product
+from extender.model import (
+    LABEL_COUNT, LABEL_MEMORY, LABEL_PRODUCT, LABEL_REPLICAS, RESOURCE_GPU,
+    RESOURCE_VOLCANO_MEMORY, RESOURCE_VOLCANO_NUMBER, NodeGpus,
+)  # fmt: skip
+
+MAX_GPUS_PER_NODE = 64
+MAX_GPU_MEMORY_MIB = 1 << 20  # 1 TiB: anything above is a lying label
+MAX_REPLICAS = 1024
+
+
+def _int(value: Any) -> int | None:
+    """A Kubernetes quantity or label as a plain integer (None if it is not one)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def gpus_from_node(labels: Mapping[str, Any], allocatable: Mapping[str, Any]) -> NodeGpus:
+    product = labels.get(LABEL_PRODUCT)
+    volcano_count = _int(allocatable.get(RESOURCE_VOLCANO_NUMBER))
+    volcano_memory = _int(allocatable.get(RESOURCE_VOLCANO_MEMORY))
+    if not isinstance(product, str) or not product.strip():
+        return NodeGpus("", None, 0, 0, problem=f"node has no {LABEL_PRODUCT} label "
+                        "(NVIDIA GPU Feature Discovery not running, or no NVIDIA GPU)")
+    gpu = gpu_for_product(product)
+    replicas = _int(labels.get(LABEL_REPLICAS, 1))
+    if replicas is None or not 1 <= replicas <= MAX_REPLICAS:
+        return _bad(product, f"{LABEL_REPLICAS}={labels.get(LABEL_REPLICAS)!r} is not 1..{MAX_REPLICAS}")
+    count = _int(labels.get(LABEL_COUNT))
+    if count is None:
+        slots = _int(allocatable.get(RESOURCE_GPU))
+        count = slots // replicas if slots is not None else volcano_count
+    if count is None or not 1 <= count <= MAX_GPUS_PER_NODE:
+        return _bad(product, f"GPU count {count!r} from {LABEL_COUNT} / allocatable is not "
+                    f"1..{MAX_GPUS_PER_NODE}")
+    memory = _int(labels.get(LABEL_MEMORY))
+    if memory is None and volcano_memory is not None:
+        memory = volcano_memory // count
+    if memory is None and gpu is not None:
+        memory = gpu.memory_mib
+    if memory is None or not 1 <= memory <= MAX_GPU_MEMORY_MIB:
+        return _bad(product, f"{LABEL_MEMORY}={labels.get(LABEL_MEMORY)!r} is not a MiB figure")
+    share_slots = 0 if volcano_memory is not None else replicas
+    return NodeGpus(product, gpu.name if gpu else None, count, memory, share_slots)
+
+
+def _bad(product: str, problem: str) -> NodeGpus:
+    return NodeGpus(product, None, 0, 0, problem=f"unusable GPU labels: {problem}")

@@ -1,0 +1,63 @@
+"""kube-scheduler verbs: POST /filter, /prioritize, /bind. Decode -> service -> encode."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Blueprint, Response, request
+
+from extender import wire_kube
+from extender.errors import ExtenderError
+from extender.http_io import read_json, respond, scheduler, timed
+from extender.metrics import BINDS, ERRORS, FILTER_DENIALS, PASSTHROUGH, denial_kind
+
+bp = Blueprint("kube", __name__)
+log = logging.getLogger(__name__)
+
+
+@bp.post("/filter")
+@timed("filter")
+def filter_nodes() -> Response:
+    args = wire_kube.decode_args(read_json())
+    outcome = scheduler().filter(args.pod, args.nodes)
+    if outcome.passthrough:
+        PASSTHROUGH.labels("filter").inc()
+    for verdict in outcome.verdicts.values():
+        if not verdict.fits:
+            FILTER_DENIALS.labels(denial_kind(verdict.reason)).inc()
+    return respond(wire_kube.encode_filter(args, outcome.verdicts))
+
+
+@bp.post("/prioritize")
+@timed("prioritize")
+def prioritize() -> Response:
+    args = wire_kube.decode_args(read_json())
+    return respond(wire_kube.encode_priorities(scheduler().prioritize(args.pod, args.nodes)))
+
+
+@bp.post("/bind")
+@timed("bind")
+def bind() -> Response:
+    args = wire_kube.decode_binding(read_json())
+    scheduler().bind(args.pod_uid, args.pod_name, args.pod_namespace, args.node)
+    BINDS.labels("bound").inc()
+    log.info("bound", extra={"pod_uid": args.pod_uid, "namespace": args.pod_namespace,
+                             "pod": args.pod_name, "node": args.node})
+    return respond(wire_kube.encode_bind())
+
+
+@bp.errorhandler(ExtenderError)
+def contract_error(exc: ExtenderError) -> Response:
+    """Bad input -> its 4xx with the verb's shape; other failures -> 200 with `Error` set,
+    which kube-scheduler reports on the pod and retries."""
+    verb = (request.endpoint or "").rsplit(".", 1)[-1]
+    ERRORS.labels(verb, type(exc).__name__).inc()
+    log.warning("request failed", extra={"verb": verb, "error": type(exc).__name__,
+                                         "detail": str(exc)[:300]})
+    status = exc.status if 400 <= exc.status < 500 and not exc.retriable else 200
+    if verb == "bind":
+        BINDS.labels("error").inc()
+        return respond(wire_kube.encode_bind(str(exc)), status)
+    if verb == "prioritize":
+        return respond({"Error": str(exc)}, status if status != 200 else 503)
+    return respond(wire_kube.encode_filter_error(str(exc)), status)

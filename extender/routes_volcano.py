@@ -1,0 +1,66 @@
+"""Volcano extender-plugin verbs under /volcano: predicate, prioritize, allocate, deallocate."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Blueprint, Response, request
+
+from extender import wire_volcano
+from extender.errors import ExtenderError
+from extender.http_io import read_json, respond, scheduler, timed
+from extender.metrics import ERRORS, FILTER_DENIALS, PASSTHROUGH, denial_kind
+
+bp = Blueprint("volcano", __name__, url_prefix="/volcano")
+log = logging.getLogger(__name__)
+
+
+@bp.post("/predicate")
+@timed("volcano_predicate")
+def predicate() -> Response:
+    pod, nodes = wire_volcano.decode_predicate(read_json())
+    outcome = scheduler().filter(pod, nodes)
+    if outcome.passthrough:
+        PASSTHROUGH.labels("volcano_predicate").inc()
+    (verdict,) = outcome.verdicts.values()
+    if not verdict.fits:
+        FILTER_DENIALS.labels(denial_kind(verdict.reason)).inc()
+    return respond(wire_volcano.encode_predicate(verdict))
+
+
+@bp.post("/prioritize")
+@timed("volcano_prioritize")
+def prioritize() -> Response:
+    pod, nodes = wire_volcano.decode_prioritize(read_json())
+    return respond(wire_volcano.encode_prioritize(scheduler().prioritize(pod, nodes)))
+
+
+@bp.post("/allocate")
+@timed("volcano_allocate")
+def allocate() -> Response:
+    """Volcano placed the task (and binds it itself): hold its reservation."""
+    args = wire_volcano.decode_event(read_json())
+    scheduler().record_placement(args.pod.uid, args.pod.name, args.pod.namespace, args.node_name)
+    return respond({})
+
+
+@bp.post("/deallocate")
+@timed("volcano_deallocate")
+def deallocate() -> Response:
+    args = wire_volcano.decode_event(read_json())
+    scheduler().store.release(args.pod.uid)
+    return respond({})
+
+
+@bp.errorhandler(ExtenderError)
+def contract_error(exc: ExtenderError) -> Response:
+    verb = (request.endpoint or "").rsplit(".", 1)[-1]
+    ERRORS.labels(f"volcano_{verb}", type(exc).__name__).inc()
+    log.warning("request failed", extra={"verb": f"volcano_{verb}",
+                                         "error": type(exc).__name__, "detail": str(exc)[:300]})
+    status = exc.status if 400 <= exc.status < 500 and not exc.retriable else 200
+    if verb == "predicate":
+        return respond(wire_volcano.encode_predicate_error(str(exc)), status)
+    if verb == "prioritize":
+        return respond(wire_volcano.encode_prioritize({}, str(exc)), status)
+    return respond({"error": str(exc)}, status if status != 200 else 503)

@@ -1,0 +1,127 @@
+"""Settings from the environment: the only place that reads `os.environ`.
+
+Environment variables (the manifests in k8s/ use exactly these names):
+
+    REDIS_URL                      Redis to share state in (redis://host:6379/0, rediss://,
+                                   unix:///path). Unset: an embedded redis-server with AOF
+                                   under EXTENDER_STATE_DIR, shared by all workers.
+    KUBECONFIG                     cluster access outside a pod (in a pod: service account)
+    EXTENDER_STATE_DIR             embedded Redis data directory (default ./var)
+    EXTENDER_BIND                  api (create the Binding through the API, default) or
+                                   record (reserve only; replay and tests)
+    EXTENDER_COLLOCATION_LIMIT     max jobs per GPU for types not listed below (default 4)
+    EXTENDER_COLLOCATION_LIMITS    per type, e.g. "K80=2,RTX-3090=6"
+    EXTENDER_INTERFERENCE_ALPHA    slowdown per extra job on a GPU (default 0.47, Gavel fit)
+    EXTENDER_RESERVATION_TTL_S     a reservation bind does not confirm expires after this
+                                   (default 120)
+    EXTENDER_DEMAND_TTL_S          filter's demand record lifetime (default 3600)
+    EXTENDER_MAX_BODY_BYTES        request size limit (default 33554432)
+    EXTENDER_REDIS_TIMEOUT_S       Redis socket timeout (default 1.0)
+    EXTENDER_ESTIMATOR_DESIGN      trained design to load: ours (default) or paper-rfr
+    EXTENDER_SCORING               shared (Eq. 1-2 played forward with interference, default)
+                                   or paper (Eq. 1-2 as published: delays added)
+    EXTENDER_NODE_WATCH            1 (default) to watch nodes through the API when a cluster
+                                   is reachable, 0 to rely on request bodies only
+    EXTENDER_LOG_LEVEL             INFO (default), DEBUG, WARNING, ...
+    EXTENDER_BIND_ADDRESS          gunicorn bind address (default 0.0.0.0:8888)
+    EXTENDER_WORKERS               gunicorn workers (default 2)
+    EXTENDER_TLS_CERT_FILE, EXTENDER_TLS_KEY_FILE   serve HTTPS when both are set
+    PROMETHEUS_MULTIPROC_DIR       set by gunicorn.conf.py for multi-process metrics
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from extender.core import Limits
+
+BIND_MODES = ("api", "record")
+SCORING_MODES = ("shared", "paper")
+
+
+class SettingsError(ValueError):
+    """An environment variable has a value the service cannot use."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    redis_url: str | None = None
+    kubeconfig: str | None = None
+    state_dir: Path = Path("var")
+    bind_mode: str = "api"
+    collocation: Limits = field(default_factory=lambda: Limits(4, {}))
+    interference_alpha: float = 0.47
+    reservation_ttl_s: float = 120.0
+    demand_ttl_s: int = 3600
+    max_body_bytes: int = 32 * 1024 * 1024
+    redis_timeout_s: float = 1.0
+    estimator_design: str = "ours"
+    scoring: str = "shared"
+    node_watch: bool = True
+    log_level: str = "INFO"
+    bind_address: str = "0.0.0.0:8888"
+    workers: int = 2
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Settings:
+        """Validate once at startup; `SettingsError` names the variable."""
+        get = env.get
+        settings = cls(
+            redis_url=get("REDIS_URL") or None,
+            kubeconfig=get("KUBECONFIG") or None,
+            state_dir=Path(get("EXTENDER_STATE_DIR", "var")),
+            bind_mode=_choice(env, "EXTENDER_BIND", "api", BIND_MODES),
+            collocation=Limits(_number(env, "EXTENDER_COLLOCATION_LIMIT", 4, int, 1, 1024),
+                               _limits(get("EXTENDER_COLLOCATION_LIMITS", ""))),
+            interference_alpha=_number(env, "EXTENDER_INTERFERENCE_ALPHA", 0.47, float, 0, 10),
+            reservation_ttl_s=_number(env, "EXTENDER_RESERVATION_TTL_S", 120.0, float, 1, 86400),
+            demand_ttl_s=_number(env, "EXTENDER_DEMAND_TTL_S", 3600, int, 10, 7 * 86400),
+            max_body_bytes=_number(env, "EXTENDER_MAX_BODY_BYTES", 32 << 20, int, 1024, 1 << 30),
+            redis_timeout_s=_number(env, "EXTENDER_REDIS_TIMEOUT_S", 1.0, float, 0.05, 60),
+            estimator_design=_choice(env, "EXTENDER_ESTIMATOR_DESIGN", "ours",
+                                     ("ours", "paper-rfr")),
+            scoring=_choice(env, "EXTENDER_SCORING", "shared", SCORING_MODES),
+            node_watch=_choice(env, "EXTENDER_NODE_WATCH", "1", ("0", "1")) == "1",
+            log_level=get("EXTENDER_LOG_LEVEL", "INFO").upper(),
+            bind_address=get("EXTENDER_BIND_ADDRESS", "0.0.0.0:8888"),
+            workers=_number(env, "EXTENDER_WORKERS", 2, int, 1, 64),
+            tls_cert_file=get("EXTENDER_TLS_CERT_FILE") or None,
+            tls_key_file=get("EXTENDER_TLS_KEY_FILE") or None,
+        )  # fmt: skip
+        if bool(settings.tls_cert_file) != bool(settings.tls_key_file):
+            raise SettingsError("EXTENDER_TLS_CERT_FILE and EXTENDER_TLS_KEY_FILE go together")
+        return settings
+
+
+def _choice(env: Mapping[str, str], key: str, default: str, accepted: tuple[str, ...]) -> str:
+    value = env.get(key, default)
+    if value not in accepted:
+        raise SettingsError(f"{key}={value!r}: expected one of {', '.join(accepted)}")
+    return value
+
+
+def _number(env: Mapping[str, str], key: str, default, kind, low, high):  # type: ignore[no-untyped-def]
+    raw = env.get(key)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise SettingsError(f"{key}={raw!r}: expected a number in {low}..{high}") from None
+    if not low <= value <= high:
+        raise SettingsError(f"{key}={raw!r}: expected a number in {low}..{high}")
+    return value
+
+
+def _limits(spec: str) -> dict[str, int]:
+    limits = {}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        name, sep, value = item.partition("=")
+        if not sep or not value.strip().isdigit() or int(value) < 1:
+            raise SettingsError(f"EXTENDER_COLLOCATION_LIMITS item {item!r}: expected TYPE=N")
+        limits[name.strip()] = int(value)
+    return limits

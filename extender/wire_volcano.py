@@ -1,0 +1,93 @@
+"""Volcano's extender-plugin wire format (pkg/scheduler/plugins/extender/argument.go).
+
+Requests carry json tags in lower case, while the embedded ``TaskInfo`` and
+``NodeInfo`` have none, so their keys are Go field names (``UID``, ``Name``,
+``Namespace``, ``NodeName``, ``Pod``, ``Node``):
+
+* predicate  ``{"task", "node"}`` -> ``{"status": message, "code": int}``; codes follow
+  Volcano's status codes: 0 Success, 2 Unschedulable, 3 UnschedulableAndUnresolvable.
+* prioritize ``{"task", "nodes"}`` -> ``{"nodeScore": {node: float}, "errorMessage"}``.
+* allocateFunc / deallocateFunc ``{"task"}`` (TaskInfo with ``NodeName``): Volcano
+  placed or removed the task; we record or release its reservation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from extender.errors import BadRequest
+from extender.model import NodeGpus, Verdict
+from extender.service import PodInfo
+from extender.wire_kube import require_object, require_name, decode_node, decode_pod
+
+CODE_SUCCESS = 0
+CODE_ERROR = 1
+CODE_UNSCHEDULABLE = 2
+CODE_UNRESOLVABLE = 3
+MAX_NODE_SCORE = 100.0  # Volcano's node-order scores are 0..100
+
+
+@dataclass(frozen=True)
+class TaskArgs:
+    pod: PodInfo
+    node_name: str
+
+
+def decode_task(task: Any) -> TaskArgs:
+    task = require_object(task, "task")
+    pod_obj = task.get("Pod")
+    if pod_obj is not None:
+        pod = decode_pod(pod_obj)
+    else:
+        pod = PodInfo(uid=require_name(task.get("UID"), "task.UID"), name=require_name(task.get("Name"), "task.Name"),
+                      namespace=require_name(task.get("Namespace"), "task.Namespace", required=False)
+                      or "default")  # fmt: skip
+    return TaskArgs(pod, str(task.get("NodeName") or ""))
+
+
+def _node_info(info: Any, where: str) -> tuple[str, NodeGpus]:
+    info = require_object(info, where)
+    node = info.get("Node")
+    if node is None:
+        raise BadRequest(f"{where}.Node (the v1.Node object) is required")
+    return decode_node(node, f"{where}.Node")
+
+
+def decode_predicate(body: Any) -> tuple[PodInfo, dict[str, NodeGpus | None]]:
+    body = require_object(body, "body")
+    name, gpus = _node_info(body.get("node"), "node")
+    return decode_task(body.get("task")).pod, {name: gpus}
+
+
+def decode_prioritize(body: Any) -> tuple[PodInfo, dict[str, NodeGpus | None]]:
+    body = require_object(body, "body")
+    nodes = body.get("nodes") or []
+    if not isinstance(nodes, list):
+        raise BadRequest("nodes must be a list of NodeInfo")
+    decoded = dict(_node_info(n, f"nodes[{i}]") for i, n in enumerate(nodes))
+    return decode_task(body.get("task")).pod, dict(decoded)
+
+
+def decode_event(body: Any) -> TaskArgs:
+    args = decode_task(require_object(body, "body").get("task"))
+    if not args.node_name:
+        raise BadRequest("task.NodeName is required for allocate/deallocate events")
+    return args
+
+
+def encode_predicate(verdict: Verdict) -> dict[str, Any]:
+    if verdict.fits:
+        return {"status": "", "code": CODE_SUCCESS}
+    code = CODE_UNRESOLVABLE if verdict.unresolvable else CODE_UNSCHEDULABLE
+    return {"status": verdict.reason, "code": code}
+
+
+def encode_predicate_error(message: str) -> dict[str, Any]:
+    return {"status": message, "code": CODE_ERROR}
+
+
+def encode_prioritize(scores: Mapping[str, float], error: str = "") -> dict[str, Any]:
+    return {"nodeScore": {n: MAX_NODE_SCORE * s for n, s in scores.items()},
+            "errorMessage": error}  # fmt: skip

@@ -1,0 +1,88 @@
+import json
+import shutil
+
+import pytest
+
+from estimator import artefacts
+from estimator.catalogue import CATALOGUE
+from estimator.errors import ArtefactError, InvalidJob, UnknownGPU, UnknownModel
+from estimator.predict import Estimator, Job
+
+
+@pytest.fixture(scope="module")
+def estimator() -> Estimator:
+    return Estimator.load()
+
+
+def test_one_call_covers_every_gpu_type(estimator) -> None:
+    out = estimator.estimate(Job("vgg16", "train", 64), free_mib={"RTX-3070": 8192, "RTX-3090": 24576})
+    assert set(out) == set(CATALOGUE)
+    small, big = out["RTX-3070"], out["RTX-3090"]
+    assert small.fits is False and big.fits is True  # the paper's example: 8 GB refuses vgg16/64
+    assert out["A100-80GB"].fits is None  # no free memory given for that type
+    for e in out.values():
+        assert e.padded_mib == pytest.approx(e.predicted_mib * (1 + e.pad))
+        assert e.predicted_s > 0
+    assert small.seen_in_training and not out["H100-80GB"].seen_in_training
+
+
+def test_time_scales_with_epochs_and_memory_with_batch(estimator) -> None:
+    one = estimator.estimate(Job("resnet50", "train", 32, 1), gpus=["V100-16GB"])["V100-16GB"]
+    ten = estimator.estimate(Job("resnet50", "train", 32, 10), gpus=["V100-16GB"])["V100-16GB"]
+    bigger = estimator.estimate(Job("resnet50", "train", 64, 1), gpus=["V100-16GB"])["V100-16GB"]
+    assert ten.predicted_s == pytest.approx(10 * one.predicted_s)
+    assert bigger.predicted_mib > one.predicted_mib
+
+
+def test_unknown_gpu_falls_back_to_the_worst_case(estimator) -> None:
+    job = Job("resnet18", "inference", 1, 100)
+    every = estimator.estimate(job)
+    fallback = estimator.estimate_unknown(job, free_mib=100_000)
+    assert fallback.padded_mib == max(e.padded_mib for e in every.values())
+    assert fallback.predicted_s == max(e.predicted_s for e in every.values())
+    assert fallback.fits is True and not fallback.seen_in_training
+    with pytest.raises(UnknownGPU):
+        estimator.estimate(job, gpus=["GTX-480"])
+
+
+@pytest.mark.parametrize("job", [
+    lambda: Job("resnet18", "train", -1), lambda: Job("resnet18", "train", 10**12),
+    lambda: Job("resnet18", "pretrain", 8), lambda: Job("resnet18", "train", 8, 0),
+])
+def test_bad_jobs_are_refused_with_a_reason(estimator, job) -> None:
+    with pytest.raises(InvalidJob):
+        estimator.estimate(job())
+
+
+def test_unknown_model_says_how_to_add_it(estimator) -> None:
+    with pytest.raises(UnknownModel, match="scripts/features.py"):
+        estimator.estimate(Job("gpt5", "train", 8))
+
+
+def test_artefacts_carry_metadata_and_refuse_other_versions(tmp_path, monkeypatch) -> None:
+    _, meta = artefacts.load("train-mem.ours")
+    assert {"columns", "pad_seen", "data_sha256", "versions", "held_out"} <= set(meta)
+    assert meta["held_out"]["lomo"]["under_alloc_pct"] == 0.0
+    stale = artefacts.MODELS_DIR / "test-stale.ours"
+    try:
+        shutil.copy(artefacts.MODELS_DIR / "train-mem.ours.joblib", f"{stale}.joblib")
+        meta["versions"]["sklearn"] = "0.0.1"
+        (artefacts.MODELS_DIR / "test-stale.ours.json").write_text(json.dumps(meta))
+        with pytest.raises(ArtefactError, match="retrain"):
+            artefacts.load("test-stale.ours")
+    finally:
+        for suffix in (".joblib", ".json"):
+            (artefacts.MODELS_DIR / f"test-stale.ours{suffix}").unlink(missing_ok=True)
+    with pytest.raises(ArtefactError, match="outside"):
+        artefacts.load("train-mem.ours", tmp_path)
+
+
+def test_request_path_never_imports_torch() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from estimator.predict import Estimator, Job; "
+            "Estimator.load().estimate(Job('resnet50','train',32)); "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
