@@ -1,0 +1,44 @@
+import pytest
+
+from extender.annotations import AnnotationError, parse_demand
+from extender.nodes import gpus_from_node
+
+
+def test_gfd_labels_time_slicing_and_volcano_memory() -> None:
+    t4 = gpus_from_node({"nvidia.com/gpu.product": "Tesla-T4-SHARED", "nvidia.com/gpu.count": "2",
+                         "nvidia.com/gpu.replicas": "4", "nvidia.com/gpu.memory": "15360"}, {})
+    assert (t4.gpu_type, t4.count, t4.memory_mib, t4.share_slots) == ("T4", 2, 15360, 4)
+    sliced = gpus_from_node({"nvidia.com/gpu.product": "NVIDIA-L4", "nvidia.com/gpu.replicas": "2"},
+                            {"nvidia.com/gpu": "8"})
+    assert sliced.count == 4 and sliced.memory_mib == 23034  # catalogue memory
+    vol = gpus_from_node({"nvidia.com/gpu.product": "NVIDIA-A10"},
+                         {"volcano.sh/gpu-number": "2", "volcano.sh/gpu-memory": "46056"})
+    assert (vol.count, vol.memory_mib, vol.share_slots) == (2, 23028, 0)
+
+
+@pytest.mark.parametrize(("labels", "needle"), [
+    ({}, "no nvidia.com/gpu.product"),
+    ({"nvidia.com/gpu.product": "Tesla-T4", "nvidia.com/gpu.count": "-1"}, "GPU count"),
+    ({"nvidia.com/gpu.product": "Tesla-T4", "nvidia.com/gpu.count": "1",
+      "nvidia.com/gpu.memory": "99999999999"}, "gpu.memory"),
+    ({"nvidia.com/gpu.product": "NVIDIA-B9000", "nvidia.com/gpu.count": "1"}, "gpu.memory"),
+])
+def test_missing_or_lying_labels_are_problems_not_crashes(labels, needle) -> None:
+    gpus = gpus_from_node(labels, {})
+    assert gpus.count == 0 and needle in gpus.problem
+
+
+def test_unknown_product_with_memory_label_is_usable_as_unknown_type() -> None:
+    gpus = gpus_from_node({"nvidia.com/gpu.product": "NVIDIA-B9000", "nvidia.com/gpu.count": "8",
+                           "nvidia.com/gpu.memory": "196608"}, {})
+    assert gpus.gpu_type is None and gpus.count == 8 and not gpus.problem
+
+
+def test_annotation_defaults_and_errors() -> None:
+    d = parse_demand("u", "n", "ns", {"schedtune.io/model": "bert_base",
+                                      "schedtune.io/task": "inference"})
+    assert (d.batch, d.units) == (1, 1000)
+    assert parse_demand("u", "n", "ns", {}) is None
+    with pytest.raises(AnnotationError, match="schedtune.io/requests"):
+        parse_demand("u", "n", "ns", {"schedtune.io/model": "x", "schedtune.io/task": "inference",
+                                      "schedtune.io/requests": "١٢"})  # non-ASCII digits

@@ -1,0 +1,74 @@
+"""RedisStore on a real Redis: atomic reservations, idempotence, expiry, release."""
+
+from concurrent.futures import ThreadPoolExecutor
+
+from extender.model import JobRecord, NodeGpus
+from extender.store import RedisStore
+
+LAYOUT = NodeGpus("NVIDIA-GeForce-RTX-3090", "RTX-3090", 2, 24576)
+
+
+def _job(uid: str, mib: float = 10_000, node: str = "n1") -> JobRecord:
+    return JobRecord(uid=uid, pod=f"pod-{uid}", namespace="ml", model="resnet50", task="train",
+                     node=node, gpu_index=-1, reserved_mib=mib, predicted_s=600, state="reserved",
+                     reserved_at=0)
+
+
+def test_reserve_is_best_effort_in_order_and_never_overcommits(store: RedisStore) -> None:
+    cands = [(0, 24576.0, 4), (1, 24576.0, 4)]
+    assert store.reserve(_job("a"), cands, now=100, ttl_s=60) == ("reserved", "st:gpu:n1:0")
+    assert store.reserve(_job("b"), cands, now=100, ttl_s=60) == ("reserved", "st:gpu:n1:0")
+    assert store.reserve(_job("c"), cands, now=100, ttl_s=60) == ("reserved", "st:gpu:n1:1")
+    status, detail = store.reserve(_job("d", 15_000), cands, now=100, ttl_s=60)
+    assert status == "full" and "0:20000" in detail
+    snap = store.snapshot({"n1": LAYOUT}, now=100)
+    assert [g.reserved_mib for g in snap.nodes["n1"].gpu_states] == [20000, 10000]
+
+
+def test_concurrent_reservations_respect_capacity_and_limit(store: RedisStore) -> None:
+    cands = [(0, 24576.0, 3)]
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda i: store.reserve(_job(f"j{i}", 5000), cands, 100, 60)[0],
+                                range(40)))
+    assert results.count("reserved") == 3  # the collocation limit, not the 4 that would fit
+    gpu = store.snapshot({"n1": LAYOUT}, now=100).nodes["n1"].gpu_states[0]
+    assert len(gpu.jobs) == 3 and gpu.reserved_mib == 15000
+
+
+def test_same_pod_is_never_reserved_twice(store: RedisStore) -> None:
+    cands = [(0, 24576.0, 4), (1, 24576.0, 4)]
+    first = store.reserve(_job("a"), cands, 100, 60)
+    again = store.reserve(_job("a"), list(reversed(cands)), 100, 60)
+    assert first == ("reserved", "st:gpu:n1:0") and again == ("exists", "st:gpu:n1:0")
+    assert store.job_uids() == ["a"]
+
+
+def test_unconfirmed_reservation_expires_and_confirmed_one_stays(store: RedisStore) -> None:
+    cands = [(0, 24576.0, 4)]
+    store.reserve(_job("left"), cands, now=100, ttl_s=60)
+    _, queue = store.reserve(_job("kept"), cands, now=100, ttl_s=60)
+    assert store.confirm_bind("kept", queue, now=110)
+    gpu = store.snapshot({"n1": LAYOUT}, now=161).nodes["n1"].gpu_states[0]
+    assert [j.uid for j in gpu.jobs] == ["kept"]
+    assert not store.confirm_bind("left", queue, now=161)
+    # The next reservation prunes the expired one for good.
+    store.reserve(_job("new", 1000), cands, now=162, ttl_s=60)
+    assert sorted(store.job_uids()) == ["kept", "new"] and store.job("left") is None
+
+
+def test_running_and_release(store: RedisStore) -> None:
+    _, queue = store.reserve(_job("a"), [(0, 24576.0, 4)], 100, 60)
+    store.confirm_bind("a", queue, 101)
+    assert store.mark_running("a", started_at=200)
+    job = store.job("a")
+    assert job.state == "running" and job.started_at == 200 and job.expires_at == 0
+    released = store.release("a")
+    assert released.uid == "a" and released.reserved_mib == 10000
+    assert store.release("a") is None and store.job_uids() == []
+
+
+def test_snapshot_reads_node_watcher_layouts(store: RedisStore) -> None:
+    store.put_node("n2", NodeGpus("Tesla-T4", "T4", 1, 15360, share_slots=4))
+    snap = store.snapshot({"n2": None, "ghost": None}, now=1)
+    assert snap.nodes["n2"].gpus.share_slots == 4 and len(snap.nodes["n2"].gpu_states) == 1
+    assert snap.nodes["ghost"].gpus is None
