@@ -7,6 +7,7 @@ instants.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 # Pod annotations (the opt-in contract).
 ANNOTATION_PREFIX = "schedtune.io/"
@@ -87,11 +88,11 @@ class GpuState:
     capacity_mib: int
     jobs: tuple[JobRecord, ...] = ()
 
-    @property
+    @cached_property
     def reserved_mib(self) -> float:
         return sum(j.reserved_mib for j in self.jobs)
 
-    @property
+    @cached_property
     def free_mib(self) -> float:
         return self.capacity_mib - self.reserved_mib
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, astuple, dataclass, field
 from typing import Any, Protocol
 
 from estimator.errors import EstimatorError
@@ -69,8 +69,10 @@ class Scheduler:
         except EstimatorError as exc:
             return FilterOutcome(_refuse_all(nodes, str(exc)))
         verdicts = core.filter_nodes(snapshot, needs, self.settings.collocation)
-        layouts = {n: asdict(snapshot.nodes[n].gpus) for n, v in verdicts.items()
-                   if v.fits and snapshot.nodes[n].gpus is not None}  # fmt: skip
+        # Bind gets no node objects: keep the layouts that came in the request (full mode);
+        # in names mode they are in the store already.
+        layouts = {n: astuple(snapshot.nodes[n].gpus) for n, v in verdicts.items()
+                   if v.fits and nodes[n] is not None}  # fmt: skip
         self.store.put_demand(pod.uid, {"demand": asdict(demand), "layouts": layouts},
                               self.settings.demand_ttl_s)
         return FilterOutcome(verdicts)
@@ -112,7 +114,7 @@ class Scheduler:
                 binder.bind(namespace, name, uid, node, {})
             return {}
         demand = PodDemand(**stored["demand"])
-        layout = NodeGpus(**stored["layouts"][node]) if node in stored.get("layouts", {}) else None
+        layout = NodeGpus(*stored["layouts"][node]) if node in stored.get("layouts", {}) else None
         now = self.clock()
         snapshot = self.store.snapshot({node: layout}, now)
         state = snapshot.nodes[node]

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from typing import Any
 
+import orjson
 import redis
 
 from extender.errors import StoreUnavailable
@@ -188,13 +189,13 @@ class RedisStore:
         args: list[Any] = [now]
         for name, layout in nodes.items():
             args += [name, layout.count if layout else -1]
-        raw = json.loads(self._call(self._snapshot, keys=[], args=args))
+        raw = orjson.loads(self._call(self._snapshot, keys=[], args=args))
         states = {}
         for name, stored_layout, gpu_jobs in raw:
             layout = nodes[name] or _layout_from_hash(stored_layout)
+            memory = layout.memory_mib if layout else 0
             gpus = tuple(
-                GpuState(name, i, layout.memory_mib if layout else 0,
-                         tuple(_job_from_pairs(p) for p in jobs))
+                GpuState(name, i, memory, tuple(map(_job_from_pairs, jobs)) if jobs else ())
                 for i, jobs in enumerate(gpu_jobs or [])
             )  # fmt: skip
             states[name] = NodeState(name, layout, gpus)

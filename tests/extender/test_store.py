@@ -72,3 +72,17 @@ def test_snapshot_reads_node_watcher_layouts(store: RedisStore) -> None:
     snap = store.snapshot({"n2": None, "ghost": None}, now=1)
     assert snap.nodes["n2"].gpus.share_slots == 4 and len(snap.nodes["n2"].gpu_states) == 1
     assert snap.nodes["ghost"].gpus is None
+
+
+def test_node_watch_events_update_layouts(store: RedisStore) -> None:
+    from types import SimpleNamespace as NS
+
+    from extender.node_watch import apply_event
+
+    node = NS(metadata=NS(name="w1", labels={"nvidia.com/gpu.product": "NVIDIA-L40S",
+                                              "nvidia.com/gpu.count": "2"}),
+              status=NS(allocatable={"nvidia.com/gpu": "2"}))
+    apply_event(store, "ADDED", node)
+    assert store.snapshot({"w1": None}, 0).nodes["w1"].gpus.gpu_type == "L40S"
+    apply_event(store, "DELETED", node)
+    assert store.snapshot({"w1": None}, 0).nodes["w1"].gpus is None

@@ -1,0 +1,49 @@
+"""gunicorn settings: `gunicorn -c extender/gunicorn.conf.py 'extender.app:create_app()'`.
+
+Reads the same EXTENDER_* variables as the app (extender/settings.py). The master
+starts what every worker shares: the multi-process metrics directory and, when
+REDIS_URL is unset, the embedded redis-server (AOF under EXTENDER_STATE_DIR).
+"""
+
+import os
+import tempfile
+
+from extender.settings import Settings
+
+_settings = Settings.from_env(os.environ)
+_embedded = []
+
+bind = _settings.bind_address
+workers = _settings.workers
+timeout = 30
+graceful_timeout = 10
+accesslog = None
+if _settings.tls_cert_file:
+    certfile, keyfile = _settings.tls_cert_file, _settings.tls_key_file
+
+
+def on_starting(server):  # noqa: ANN001, ARG001
+    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="schedtune-metrics-"))
+    if not _settings.redis_url:
+        from extender.embedded_redis import EmbeddedRedis
+
+        redis = EmbeddedRedis(_settings.state_dir / "redis")
+        os.environ["REDIS_URL"] = redis.start()
+        _embedded.append(redis)
+
+
+def when_ready(server):  # noqa: ANN001, ARG001
+    from extender.node_watch import start_in_background
+
+    start_in_background(_settings, os.environ.get("REDIS_URL") or _settings.redis_url or "")
+
+
+def child_exit(server, worker):  # noqa: ANN001, ARG001
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server):  # noqa: ANN001, ARG001
+    for redis in _embedded:
+        redis.stop()

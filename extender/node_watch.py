@@ -1,0 +1,57 @@
+"""Keeps the store's node layouts (`st:node:*`) current from the Kubernetes API.
+
+Needed for kube-scheduler's ``nodeCacheCapable: true`` mode and Volcano, where
+requests name nodes without their labels. Started by gunicorn's master as one
+process per replica (`start_in_background`), or run alone:
+``python -m extender.node_watch``.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import threading
+from typing import Any
+
+from extender import kube
+from extender.nodes import gpus_from_node
+from extender.settings import Settings
+from extender.store import RedisStore
+
+log = logging.getLogger(__name__)
+
+
+def apply_event(store: RedisStore, event_type: str, node: Any) -> None:
+    """One watch event (kubernetes client V1Node) -> the node's layout in the store."""
+    name = node.metadata.name
+    if event_type == "DELETED":
+        store.put_node(name, None)
+        return
+    labels = node.metadata.labels or {}
+    allocatable = (node.status.allocatable or {}) if node.status else {}
+    store.put_node(name, gpus_from_node(labels, allocatable))
+
+
+def run(settings: Settings, redis_url: str, stop: threading.Event | None = None) -> None:
+    if not kube.load_config(settings.kubeconfig):
+        log.warning("node watch: no cluster configuration; not watching nodes")
+        return
+    store = RedisStore.from_url(redis_url, settings.redis_timeout_s)
+    api = kube.client.CoreV1Api()
+    kube.watch_forever(api.list_node, lambda kind, obj: apply_event(store, kind, obj),
+                       stop or threading.Event())
+
+
+def start_in_background(settings: Settings, redis_url: str) -> multiprocessing.Process | None:
+    if not settings.node_watch:
+        return None
+    process = multiprocessing.Process(target=run, args=(settings, redis_url), daemon=True,
+                                      name="schedtune-node-watch")
+    process.start()
+    return process
+
+
+if __name__ == "__main__":
+    env_settings = Settings.from_env(os.environ)
+    run(env_settings, env_settings.redis_url or "unix://var/redis/redis.sock?db=0")

@@ -1,0 +1,156 @@
+"""Extender latency against a no-op extender, measured in the same run on the same machine.
+
+    python scripts/bench_extender.py --nodes 100 --mode full --json
+    python scripts/bench_extender.py --nodes 1000 --mode names --pods 200
+
+Starts both under gunicorn (same worker count) on 127.0.0.1, then replays
+filter + prioritize for a stream of annotated pods against each, one pod at a
+time as kube-scheduler does. Prints per-pod milliseconds, the ratio and p99.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from extender.embedded_redis import EmbeddedRedis  # noqa: E402
+from extender.nodes import gpus_from_node  # noqa: E402
+from extender.store import RedisStore  # noqa: E402
+
+PRODUCTS = [("NVIDIA-GeForce-RTX-3090", 24576), ("NVIDIA-A100-SXM4-40GB", 40960),
+            ("Tesla-T4", 15360), ("NVIDIA-H100-80GB-HBM3", 81559), ("NVIDIA-L4", 23034)]
+MODELS = ["resnet50", "vgg16", "densenet121", "bert_base", "vit_b_16", "mobilenet_v2"]
+
+
+def make_nodes(n: int, rng: random.Random) -> list[dict]:
+    nodes = []
+    for i in range(n):
+        product, mem = PRODUCTS[i % len(PRODUCTS)]
+        count = rng.choice([1, 2, 4, 8])
+        labels = {f"example.com/label-{k}": "x" * 20 for k in range(15)}  # realistic node size
+        labels.update({"nvidia.com/gpu.product": product, "nvidia.com/gpu.count": str(count),
+                       "nvidia.com/gpu.memory": str(mem), "kubernetes.io/hostname": f"node-{i}"})
+        nodes.append({"metadata": {"name": f"node-{i}", "labels": labels,
+                                   "annotations": {"node.alpha.kubernetes.io/ttl": "0"}},
+                      "status": {"allocatable": {"cpu": "64", "memory": "512Gi",
+                                                 "nvidia.com/gpu": str(count)},
+                                 "conditions": [{"type": "Ready", "status": "True"}] * 5}})
+    return nodes
+
+
+def make_pod(rng: random.Random) -> dict:
+    return {"metadata": {"name": "job", "namespace": "ml", "uid": str(uuid.uuid4()),
+                         "annotations": {"schedtune.io/model": rng.choice(MODELS),
+                                         "schedtune.io/batch-size": str(rng.choice([8, 16, 32]))}},
+            "spec": {"containers": [{"name": "main", "image": "trainer"}]}}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serve(app: str, port: int, env: dict[str, str]) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "extender" / "gunicorn.conf.py"),
+           "--bind", f"127.0.0.1:{port}", app]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            requests.post(f"http://127.0.0.1:{port}/prioritize", timeout=1,
+                          json={"Pod": make_pod(random.Random(0)), "NodeNames": []})
+            return proc
+        except requests.RequestException:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError(f"{app} did not start on port {port}")
+
+
+def replay(port: int, bodies: list[bytes]) -> list[float]:
+    session = requests.Session()
+    headers = {"Content-Type": "application/json"}
+    times = []
+    for body in bodies:
+        started = time.perf_counter()
+        for verb in ("filter", "prioritize"):
+            res = session.post(f"http://127.0.0.1:{port}/{verb}", data=body, headers=headers, timeout=30)
+            res.raise_for_status()
+        times.append((time.perf_counter() - started) * 1e3)
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=100)
+    parser.add_argument("--mode", choices=("full", "names"), default="full")
+    parser.add_argument("--pods", type=int, default=200)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    if not 1 <= args.nodes <= 20000 or not 1 <= args.pods <= 100000:
+        parser.error("--nodes must be 1..20000 and --pods 1..100000")
+
+    rng = random.Random(42)
+    nodes = make_nodes(args.nodes, rng)
+    bodies = []
+    for _ in range(args.pods):
+        pod = make_pod(rng)
+        body = ({"Pod": pod, "Nodes": {"metadata": {}, "items": nodes}, "NodeNames": None}
+                if args.mode == "full" else
+                {"Pod": pod, "Nodes": None, "NodeNames": [n["metadata"]["name"] for n in nodes]})
+        bodies.append(json.dumps(body).encode())
+
+    with tempfile.TemporaryDirectory() as tmp:
+        redis = EmbeddedRedis(Path(tmp) / "redis")
+        url = redis.start()
+        store = RedisStore.from_url(url)
+        for n in nodes:  # what the node watcher would have recorded
+            store.put_node(n["metadata"]["name"], gpus_from_node(n["metadata"]["labels"],
+                                                                 n["status"]["allocatable"]))
+        env = {**os.environ, "REDIS_URL": url, "EXTENDER_WORKERS": str(args.workers),
+               "EXTENDER_BIND": "record", "EXTENDER_NODE_WATCH": "0",
+               "EXTENDER_LOG_LEVEL": "WARNING", "PROMETHEUS_MULTIPROC_DIR": tmp}
+        ours_port, noop_port = free_port(), free_port()
+        procs = [serve("extender.app:create_app()", ours_port, env),
+                 serve("scripts.noop_extender:create_app()", noop_port, env)]
+        try:
+            replay(noop_port, bodies[:10])  # warm both
+            replay(ours_port, bodies[:10])
+            noop = replay(noop_port, bodies)
+            ours = replay(ours_port, bodies)
+        finally:
+            for proc in procs:
+                proc.terminate()
+                proc.wait(timeout=10)
+            redis.stop()
+
+    ours.sort()
+    result = {
+        "nodes": args.nodes, "mode": args.mode, "pods": args.pods,
+        "noop_ms_per_pod": round(sum(noop) / len(noop), 2),
+        "extender_ms_per_pod": round(sum(ours) / len(ours), 2),
+        "ratio": round(sum(ours) / sum(noop), 2),
+        "p99_ms": round(ours[min(len(ours) - 1, int(0.99 * len(ours)))], 2),
+    }
+    print(json.dumps(result) if args.json else
+          "\n".join(f"{k:>20}: {v}" for k, v in result.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
