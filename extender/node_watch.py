@@ -53,5 +53,9 @@ def start_in_background(settings: Settings, redis_url: str) -> multiprocessing.P
 
 
 if __name__ == "__main__":
+    from extender.embedded_redis import EmbeddedRedis
+
     env_settings = Settings.from_env(os.environ)
-    run(env_settings, env_settings.redis_url or "unix://var/redis/redis.sock?db=0")
+    # Without REDIS_URL, the embedded server the extender uses in the same state directory.
+    url = env_settings.redis_url or EmbeddedRedis(env_settings.state_dir.resolve() / "redis").url
+    run(env_settings, url)
