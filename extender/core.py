@@ -57,44 +57,69 @@ def usable_gpus(node: NodeState, need: Need, limit: int) -> list[GpuState]:
 def node_verdict(node: NodeState, needs: Mapping[str, Need], limits: Limits) -> Verdict:
     gpus = node.gpus
     if gpus is None:
-        return Verdict(node.name, False, "node unknown to the extender: no GPU layout in the "
+        return Verdict(False, "node unknown to the extender: no GPU layout in the "
                        "request and none from the node watcher yet", unresolvable=True)
     if gpus.problem or gpus.count == 0:
-        return Verdict(node.name, False, gpus.problem or "node has no GPUs", unresolvable=True)
+        return Verdict(False, gpus.problem or "node has no GPUs", unresolvable=True)
     need = needs[type_of(gpus)]
     label = _label(gpus)
     if need.padded_mib > gpus.memory_mib:
-        return Verdict(node.name, False, f"needs {need.padded_mib:.0f} MiB padded, more than "
+        return Verdict(False, f"needs {need.padded_mib:.0f} MiB padded, more than "
                        f"the {gpus.memory_mib} MiB of one {label}", unresolvable=True)
     limit = limits.for_node(gpus)
     fitting = usable_gpus(node, need, limit)
     if fitting:
-        return Verdict(node.name, True, gpu_index=fitting[0].index)
+        return Verdict(True, gpu_index=fitting[0].index)
     roomiest = max(node.gpu_states, key=lambda g: (len(g.jobs) < limit, g.free_mib))
     if len(roomiest.jobs) >= limit:
-        return Verdict(node.name, False, f"collocation limit {limit} reached on every GPU "
+        return Verdict(False, f"collocation limit {limit} reached on every GPU "
                        f"({label})")
-    return Verdict(node.name, False, f"needs {need.padded_mib:.0f} MiB padded, "
+    return Verdict(False, f"needs {need.padded_mib:.0f} MiB padded, "
                    f"{roomiest.free_mib:.0f} MiB free on GPU {roomiest.index} ({label})")
 
 
 def filter_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need],
                  limits: Limits) -> dict[str, Verdict]:
-    return {name: node_verdict(node, needs, limits) for name, node in snapshot.nodes.items()}
+    """Verdict per node; idle nodes of one layout are judged once (most of a large cluster)."""
+    by_layout: dict[NodeGpus | None, Verdict] = {}
+    verdicts = {}
+    for name, node in snapshot.nodes.items():
+        if node.idle:
+            verdict = by_layout.get(node.gpus)
+            if verdict is None:
+                verdict = by_layout[node.gpus] = node_verdict(node, needs, limits)
+        else:
+            verdict = node_verdict(node, needs, limits)
+        verdicts[name] = verdict
+    return verdicts
+
+
+def node_jct_s(node: NodeState, needs: Mapping[str, Need], limits: Limits, now: float,
+               alpha: float | None) -> float | None:
+    """Expected completion on the node's best GPU; None when no GPU can take the job now."""
+    if node.gpus is None or node.gpus.count == 0 or node.gpus.problem:
+        return None
+    need = needs[type_of(node.gpus)]
+    fitting = usable_gpus(node, need, limits.for_node(node.gpus))
+    if not fitting:
+        return None
+    return min(scoring.expected_jct_s(g, need.predicted_s, now, alpha) for g in fitting)
 
 
 def score_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: Limits,
-                alpha: float) -> dict[str, float]:
+                alpha: float | None) -> dict[str, float]:
     """Scores in [0, 1] for the nodes that can take the job (others score 0)."""
+    idle_jct: dict[NodeGpus | None, float | None] = {}
     jct: dict[str, float] = {}
     for name, node in snapshot.nodes.items():
-        if node.gpus is None or node.gpus.count == 0 or node.gpus.problem:
-            continue
-        need = needs[type_of(node.gpus)]
-        fitting = usable_gpus(node, need, limits.for_node(node.gpus))
-        if fitting:
-            jct[name] = min(scoring.expected_jct_s(g, need.predicted_s, snapshot.now, alpha)
-                            for g in fitting)  # fmt: skip
+        if node.idle:
+            if node.gpus not in idle_jct:
+                idle_jct[node.gpus] = node_jct_s(node, needs, limits, snapshot.now, alpha)
+            value = idle_jct[node.gpus]
+        else:
+            value = node_jct_s(node, needs, limits, snapshot.now, alpha)
+        if value is not None:
+            jct[name] = value
     scores = scoring.normalise(jct)
     return {name: scores.get(name, 0.0) for name in snapshot.nodes}
 

@@ -7,7 +7,7 @@ instants.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
+from typing import NamedTuple
 
 # Pod annotations (the opt-in contract).
 ANNOTATION_PREFIX = "schedtune.io/"
@@ -61,6 +61,11 @@ class NodeGpus:
     share_slots: int = 1
     problem: str = ""
 
+    def as_row(self) -> tuple[str, str | None, int, int, int, str]:
+        """Field values in order (`NodeGpus(*row)` rebuilds it); cheaper than deep `astuple`."""
+        return (self.product, self.gpu_type, self.count, self.memory_mib, self.share_slots,
+                self.problem)
+
 
 @dataclass(frozen=True)
 class JobRecord:
@@ -81,27 +86,46 @@ class JobRecord:
     expires_at: float = 0.0  # 0: no expiry (bound or running)
 
 
-@dataclass(frozen=True)
+class QueuedJob(NamedTuple):
+    """A queue member as decisions see it. `started_at` > 0 once running;
+    `expires_at` > 0 while a reservation waits for bind to confirm it."""
+
+    uid: str
+    reserved_mib: float
+    predicted_s: float
+    started_at: float = 0.0
+    expires_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class GpuState:
+    """One physical GPU and the live reservations on it (`free_mib` derived once, here)."""
+
     node: str
     index: int
     capacity_mib: int
-    jobs: tuple[JobRecord, ...] = ()
+    jobs: tuple[QueuedJob, ...] = ()
+    reserved_mib: float = field(init=False)
+    free_mib: float = field(init=False)
 
-    @cached_property
-    def reserved_mib(self) -> float:
-        return sum(j.reserved_mib for j in self.jobs)
-
-    @cached_property
-    def free_mib(self) -> float:
-        return self.capacity_mib - self.reserved_mib
+    def __post_init__(self) -> None:
+        reserved = sum(j.reserved_mib for j in self.jobs)
+        object.__setattr__(self, "reserved_mib", reserved)
+        object.__setattr__(self, "free_mib", self.capacity_mib - reserved)
 
 
 @dataclass(frozen=True)
 class NodeState:
+    """A node's layout and GPUs. `idle`: no live reservation on any GPU, so its verdict
+    and score depend on the layout alone."""
+
     name: str
     gpus: NodeGpus | None
     gpu_states: tuple[GpuState, ...] = ()
+    idle: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "idle", not any(g.jobs for g in self.gpu_states))
 
 
 @dataclass(frozen=True)
@@ -114,9 +138,11 @@ class ClusterSnapshot:
 
 @dataclass(frozen=True)
 class Verdict:
-    """Filter's answer for one node. `unresolvable`: preemption cannot make it fit."""
+    """Filter's answer for one node. `unresolvable`: preemption cannot make it fit.
 
-    node: str
+    Holds no node name, so idle nodes of one layout share one verdict.
+    """
+
     fits: bool
     reason: str = ""
     gpu_index: int | None = None

@@ -1,4 +1,4 @@
-"""Keeps the store's node layouts (`st:node:*`) current from the Kubernetes API.
+"""Keeps the store's node layouts (`st:nodes`) current from the Kubernetes API.
 
 Needed for kube-scheduler's ``nodeCacheCapable: true`` mode and Volcano, where
 requests name nodes without their labels. Started by gunicorn's master as one

@@ -12,6 +12,7 @@ product. Labels that are missing or not believable give a layout with
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from estimator.catalogue import gpu_for_product
@@ -37,30 +38,46 @@ def _int(value: Any) -> int | None:
 
 
 def gpus_from_node(labels: Mapping[str, Any], allocatable: Mapping[str, Any]) -> NodeGpus:
-    product = labels.get(LABEL_PRODUCT)
-    volcano_count = _int(allocatable.get(RESOURCE_VOLCANO_NUMBER))
-    volcano_memory = _int(allocatable.get(RESOURCE_VOLCANO_MEMORY))
+    values = (labels.get(LABEL_PRODUCT), labels.get(LABEL_REPLICAS, 1), labels.get(LABEL_COUNT),
+              labels.get(LABEL_MEMORY), allocatable.get(RESOURCE_GPU),
+              allocatable.get(RESOURCE_VOLCANO_NUMBER), allocatable.get(RESOURCE_VOLCANO_MEMORY))
+    try:
+        return _layout_cached(*values)
+    except TypeError:  # an unhashable (so unusable) label value: judge it uncached
+        return _layout(*values)
+
+
+@lru_cache(maxsize=4096, typed=True)
+def _layout_cached(*values: Any) -> NodeGpus:
+    """Large clusters repeat a few layouts: each distinct set of label values is parsed once."""
+    return _layout(*values)
+
+
+def _layout(product: Any, replicas_label: Any, count_label: Any, memory_label: Any,
+            slots_label: Any, volcano_count_label: Any, volcano_memory_label: Any) -> NodeGpus:
+    volcano_count = _int(volcano_count_label)
+    volcano_memory = _int(volcano_memory_label)
     if not isinstance(product, str) or not product.strip():
         return NodeGpus("", None, 0, 0, problem=f"node has no {LABEL_PRODUCT} label "
                         "(NVIDIA GPU Feature Discovery not running, or no NVIDIA GPU)")
     gpu = gpu_for_product(product)
-    replicas = _int(labels.get(LABEL_REPLICAS, 1))
+    replicas = _int(replicas_label)
     if replicas is None or not 1 <= replicas <= MAX_REPLICAS:
-        return _bad(product, f"{LABEL_REPLICAS}={labels.get(LABEL_REPLICAS)!r} is not 1..{MAX_REPLICAS}")
-    count = _int(labels.get(LABEL_COUNT))
+        return _bad(product, f"{LABEL_REPLICAS}={replicas_label!r} is not 1..{MAX_REPLICAS}")
+    count = _int(count_label)
     if count is None:
-        slots = _int(allocatable.get(RESOURCE_GPU))
+        slots = _int(slots_label)
         count = slots // replicas if slots is not None else volcano_count
     if count is None or not 1 <= count <= MAX_GPUS_PER_NODE:
         return _bad(product, f"GPU count {count!r} from {LABEL_COUNT} / allocatable is not "
                     f"1..{MAX_GPUS_PER_NODE}")
-    memory = _int(labels.get(LABEL_MEMORY))
+    memory = _int(memory_label)
     if memory is None and volcano_memory is not None:
         memory = volcano_memory // count
     if memory is None and gpu is not None:
         memory = gpu.memory_mib
     if memory is None or not 1 <= memory <= MAX_GPU_MEMORY_MIB:
-        return _bad(product, f"{LABEL_MEMORY}={labels.get(LABEL_MEMORY)!r} is not a MiB figure")
+        return _bad(product, f"{LABEL_MEMORY}={memory_label!r} is not a MiB figure")
     share_slots = 0 if volcano_memory is not None else replicas
     return NodeGpus(product, gpu.name if gpu else None, count, memory, share_slots)
 

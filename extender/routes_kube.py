@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import Counter
 
 from flask import Blueprint, Response, request
 
@@ -22,9 +23,8 @@ def filter_nodes() -> Response:
     outcome = scheduler().filter(args.pod, args.nodes)
     if outcome.passthrough:
         PASSTHROUGH.labels("filter").inc()
-    for verdict in outcome.verdicts.values():
-        if not verdict.fits:
-            FILTER_DENIALS.labels(denial_kind(verdict.reason)).inc()
+    for reason, count in Counter(v.reason for v in outcome.verdicts.values() if not v.fits).items():
+        FILTER_DENIALS.labels(denial_kind(reason)).inc(count)
     return respond(wire_kube.encode_filter(args, outcome.verdicts))
 
 

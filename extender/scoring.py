@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from extender.model import GpuState, JobRecord
+from extender.model import GpuState, QueuedJob
 
 
-def remaining_s(job: JobRecord, now: float) -> float:
+def remaining_s(job: QueuedJob, now: float) -> float:
     """Work left, in seconds alone on the GPU: estimate minus elapsed once running."""
-    if job.state == "running" and job.started_at > 0:
+    if job.started_at > 0:
         return max(0.0, job.predicted_s - max(0.0, now - job.started_at))
     return job.predicted_s
 

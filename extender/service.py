@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, astuple, dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from estimator.errors import EstimatorError
@@ -62,7 +62,7 @@ class Scheduler:
         except AnnotationError as exc:
             return FilterOutcome(_refuse_all(nodes, str(exc)))
         if demand is None:
-            return FilterOutcome({n: Verdict(n, True) for n in nodes}, passthrough=True)
+            return FilterOutcome(dict.fromkeys(nodes, Verdict(True)), passthrough=True)
         snapshot = self.store.snapshot(nodes, self.clock())
         try:
             needs = self._needs(demand, snapshot.nodes.values())
@@ -71,7 +71,7 @@ class Scheduler:
         verdicts = core.filter_nodes(snapshot, needs, self.settings.collocation)
         # Bind gets no node objects: keep the layouts that came in the request (full mode);
         # in names mode they are in the store already.
-        layouts = {n: astuple(snapshot.nodes[n].gpus) for n, v in verdicts.items()
+        layouts = {n: nodes[n].as_row() for n, v in verdicts.items()
                    if v.fits and nodes[n] is not None}  # fmt: skip
         self.store.put_demand(pod.uid, {"demand": asdict(demand), "layouts": layouts},
                               self.settings.demand_ttl_s)
@@ -159,5 +159,5 @@ class Scheduler:
 
 
 def _refuse_all(nodes: Mapping[str, Any], reason: str) -> dict[str, Verdict]:
-    return {n: Verdict(n, False, reason, unresolvable=True) for n in nodes}
+    return dict.fromkeys(nodes, Verdict(False, reason, unresolvable=True))
 

@@ -2,9 +2,14 @@
 
 Key layout (human readable; every key is built by the helpers below):
 
-    st:node:{node}          hash    GPU layout from the node watcher: product, gpu_type,
-                                    count, memory_mib
+    st:nodes                hash    node name -> JSON GPU layout from the node watcher
+                                    (product, gpu_type, count, memory_mib, share_slots, problem)
+    st:nodes:rev            string  bumped on every layout change (workers cache layouts by it)
     st:gpu:{node}:{index}   zset    the GPU's queue: pod UIDs scored by reservation time
+    st:rev                  string  bumped by every change to a queue or a queued job
+    st:changed              zset    queue keys scored by the rev of their last change
+    st:epoch                string  id of this state, set by the first change; a new one
+                                    (Redis wiped) makes every worker re-read all queues
     st:job:{uid}            hash    one reservation: pod, namespace, model, task, node,
                                     gpu_index, reserved_mib, predicted_s, state
                                     (reserved|bound|running), reserved_at, started_at,
@@ -17,15 +22,17 @@ Key layout (human readable; every key is built by the helpers below):
 Reserved MiB and job counts are never stored as counters: every read and the
 reservation itself derive them from the queue members' job hashes, so nothing
 can drift. A reservation that bind never confirms carries `expires_at`; Lua
-prunes it once expired. Each public method is one atomic operation (a Lua
-script or a single command). The Lua scripts touch job keys they build
-themselves, so this layout needs a single Redis (or one hash slot), not a
-Redis Cluster.
+prunes it once expired. Workers keep a `QueueMirror` and read only the queues
+changed since their last read (`st:changed`), in the same atomic script. Each public method is one atomic operation (a Lua
+script, a transaction or a single command). The Lua scripts touch keys they
+build themselves, so this layout needs a single Redis (or one hash slot), not
+a Redis Cluster.
 """
 
 from __future__ import annotations
 
-import json
+
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from typing import Any
@@ -34,15 +41,17 @@ import orjson
 import redis
 
 from extender.errors import StoreUnavailable
-from extender.model import ClusterSnapshot, GpuState, JobRecord, NodeGpus, NodeState
+from extender.model import ClusterSnapshot, JobRecord, NodeGpus, QueuedJob
+from extender.queue_mirror import QueueMirror
 
+NODES_KEY = "st:nodes"
+NODES_REV_KEY = "st:nodes:rev"
+REV_KEY = "st:rev"
+CHANGED_KEY = "st:changed"
+EPOCH_KEY = "st:epoch"
 JOBS_KEY = "st:jobs"
 OBSERVATIONS_KEY = "st:observations"
 OBSERVATIONS_MAXLEN = 100_000
-
-
-def node_key(node: str) -> str:
-    return f"st:node:{node}"
 
 
 def gpu_key(node: str, index: int) -> str:
@@ -58,6 +67,13 @@ def demand_key(uid: str) -> str:
 
 
 _LIVE = """
+local function touch(queue)
+  if redis.call('EXISTS', 'st:epoch') == 0 then
+    local t = redis.call('TIME')
+    redis.call('SET', 'st:epoch', t[1] .. '.' .. t[2])
+  end
+  redis.call('ZADD', 'st:changed', redis.call('INCR', 'st:rev'), queue)
+end
 local function live_mib(uid, now)
   local k = 'st:job:' .. uid
   local exp = redis.call('HGET', k, 'expires_at')
@@ -78,12 +94,13 @@ if current then
   if exp == 0 or exp > now then return {'exists', current} end
   redis.call('ZREM', current, uid)
   redis.call('DEL', KEYS[1])
+  touch(current)
 end
 local report = {}
 for c = 3, #KEYS do
   local base = 5 + (c - 3) * 3
   local index, cap, limit = ARGV[base], tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2])
-  local used, count = 0, 0
+  local used, count, pruned = 0, 0, false
   for _, other in ipairs(redis.call('ZRANGE', KEYS[c], 0, -1)) do
     local mib = live_mib(other, now)
     if mib then
@@ -93,8 +110,10 @@ for c = 3, #KEYS do
       redis.call('ZREM', KEYS[c], other)
       redis.call('ZREM', KEYS[2], other)
       redis.call('DEL', 'st:job:' .. other)
+      pruned = true
     end
   end
+  if pruned then touch(KEYS[c]) end
   if count < limit and used + need <= cap then
     local expires = 0
     if ttl > 0 then expires = now + ttl end
@@ -104,6 +123,7 @@ for c = 3, #KEYS do
                'expires_at', tostring(expires), 'state', fields.state or 'reserved')
     redis.call('ZADD', KEYS[c], now, uid)
     redis.call('ZADD', KEYS[2], now, uid)
+    touch(KEYS[c])
     return {'reserved', KEYS[c]}
   end
   table.insert(report, index .. ':' .. used .. ':' .. count)
@@ -111,55 +131,52 @@ end
 return {'full', table.concat(report, ',')}
 """
 
-_SNAPSHOT = _LIVE + """
-local now = tonumber(ARGV[1])
-local out = {}
-for i = 2, #ARGV, 2 do
-  local node, count = ARGV[i], tonumber(ARGV[i + 1])
-  local layout = redis.call('HGETALL', 'st:node:' .. node)
-  if count < 0 then
-    count = 0
-    for j = 1, #layout, 2 do
-      if layout[j] == 'count' then count = tonumber(layout[j + 1]) end
+_CHANGES = """
+local since = ARGV[1]
+local out = {redis.call('GET', 'st:epoch') or '', redis.call('GET', 'st:rev') or '0',
+             redis.call('GET', KEYS[1]) or '0'}
+for _, queue in ipairs(redis.call('ZRANGEBYSCORE', 'st:changed', '(' .. since, '+inf')) do
+  local rows = {}
+  for _, uid in ipairs(redis.call('ZRANGE', queue, 0, -1)) do
+    local f = redis.call('HMGET', 'st:job:' .. uid, 'reserved_mib', 'predicted_s',
+                         'started_at', 'expires_at')
+    if f[1] then
+      rows[#rows + 1] = uid
+      for i = 1, 4 do rows[#rows + 1] = f[i] or '0' end
     end
   end
-  local gpus = {}
-  for g = 0, count - 1 do
-    local jobs = {}
-    for _, uid in ipairs(redis.call('ZRANGE', 'st:gpu:' .. node .. ':' .. g, 0, -1)) do
-      if live_mib(uid, now) then
-        table.insert(jobs, redis.call('HGETALL', 'st:job:' .. uid))
-      end
-    end
-    gpus[g + 1] = jobs
-  end
-  out[#out + 1] = {node, layout, gpus}
+  out[#out + 1] = queue
+  out[#out + 1] = rows
 end
-return cjson.encode(out)
+return out
 """
 
-_CONFIRM = """
+_CONFIRM = _LIVE + """
 if redis.call('HGET', KEYS[1], 'queue') ~= ARGV[1] then return 0 end
 local exp = tonumber(redis.call('HGET', KEYS[1], 'expires_at'))
 if exp > 0 and exp <= tonumber(ARGV[2]) then return 0 end
 redis.call('HSET', KEYS[1], 'state', 'bound', 'expires_at', '0')
+touch(ARGV[1])
 return 1
 """
 
-_RELEASE = """
+_RELEASE = _LIVE + """
 local queue = redis.call('HGET', KEYS[1], 'queue')
 if not queue then return nil end
 local record = redis.call('HGETALL', KEYS[1])
 redis.call('ZREM', queue, ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('DEL', KEYS[1])
+touch(queue)
 return record
 """
 
-_MARK_RUNNING = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+_MARK_RUNNING = _LIVE + """
+local queue = redis.call('HGET', KEYS[1], 'queue')
+if not queue then return 0 end
 if redis.call('HGET', KEYS[1], 'state') == 'running' then return 1 end
 redis.call('HSET', KEYS[1], 'state', 'running', 'started_at', ARGV[1], 'expires_at', '0')
+touch(queue)
 return 1
 """
 
@@ -170,10 +187,13 @@ class RedisStore:
     def __init__(self, client: redis.Redis) -> None:
         self._redis = client
         self._reserve = client.register_script(_RESERVE)
-        self._snapshot = client.register_script(_SNAPSHOT)
+        self._changes = client.register_script(_CHANGES)
         self._confirm = client.register_script(_CONFIRM)
         self._release = client.register_script(_RELEASE)
         self._mark_running = client.register_script(_MARK_RUNNING)
+        self._layout_cache: tuple[str | None, dict[str, NodeGpus]] = (None, {})
+        self._mirror = QueueMirror()
+        self._mirror_lock = threading.Lock()
 
     @classmethod
     def from_url(cls, url: str, timeout_s: float = 1.0) -> RedisStore:
@@ -186,20 +206,34 @@ class RedisStore:
 
     def snapshot(self, nodes: Mapping[str, NodeGpus | None], now: float) -> ClusterSnapshot:
         """Queues of the named nodes. A layout of None is read from the node watcher's hash."""
-        args: list[Any] = [now]
-        for name, layout in nodes.items():
-            args += [name, layout.count if layout else -1]
-        raw = orjson.loads(self._call(self._snapshot, keys=[], args=args))
-        states = {}
-        for name, stored_layout, gpu_jobs in raw:
-            layout = nodes[name] or _layout_from_hash(stored_layout)
-            memory = layout.memory_mib if layout else 0
-            gpus = tuple(
-                GpuState(name, i, memory, tuple(map(_job_from_pairs, jobs)) if jobs else ())
-                for i, jobs in enumerate(gpu_jobs or [])
-            )  # fmt: skip
-            states[name] = NodeState(name, layout, gpus)
+        with self._mirror_lock:
+            nodes_rev = self._sync_mirror()
+            watched = self._layouts(nodes_rev) if None in nodes.values() else {}
+            mirror = self._mirror
+            states = {name: mirror.node_state(name, layout or watched.get(name), now)
+                      for name, layout in nodes.items()}  # fmt: skip
         return ClusterSnapshot(now=now, nodes=states)
+
+    def _sync_mirror(self) -> str:
+        """Bring the mirror up to date: one script call returning only what changed.
+
+        Returns the node layouts' rev read in the same call."""
+        mirror = self._mirror
+        epoch, rev, nodes_rev, *changed = self._call(self._changes, keys=[NODES_REV_KEY],
+                                                     args=[mirror.rev])
+        if epoch != mirror.epoch or int(rev) < mirror.rev:
+            mirror.reset(epoch)
+            _, rev, nodes_rev, *changed = self._call(self._changes, keys=[NODES_REV_KEY],
+                                                     args=[0])
+        updates = []
+        for queue, rows in zip(changed[::2], changed[1::2], strict=True):
+            node, _, index = queue.removeprefix("st:gpu:").rpartition(":")
+            jobs = tuple(QueuedJob(rows[i], float(rows[i + 1]), float(rows[i + 2]),
+                                   float(rows[i + 3]), float(rows[i + 4]))
+                         for i in range(0, len(rows), 5))  # fmt: skip
+            updates.append((node, int(index), jobs))
+        mirror.apply(int(rev), updates)
+        return nodes_rev
 
     def reserve(self, record: JobRecord, candidates: Iterable[tuple[int, float, int]],
                 now: float, ttl_s: float) -> tuple[str, str]:
@@ -213,7 +247,7 @@ class RedisStore:
         keys = [job_key(record.uid), JOBS_KEY, *(gpu_key(record.node, i) for i, _, _ in cands)]
         fields = {k: v for k, v in asdict(record).items()
                   if k not in ("gpu_index", "reserved_mib", "reserved_at", "expires_at")}
-        args: list[Any] = [now, ttl_s, record.reserved_mib, json.dumps(fields)]
+        args: list[Any] = [now, ttl_s, record.reserved_mib, orjson.dumps(fields)]
         for index, capacity, limit in cands:
             args += [index, capacity, limit]
         status, detail = self._call(self._reserve, keys=keys, args=args)
@@ -239,23 +273,45 @@ class RedisStore:
         return list(self._call(self._redis.zrange, JOBS_KEY, 0, -1))
 
     def node_names(self) -> list[str]:
-        names = self._call(lambda: list(self._redis.scan_iter(node_key("*"), count=500)))
-        return sorted(n.removeprefix(node_key("")) for n in names)
+        return sorted(self._call(self._redis.hkeys, NODES_KEY))
+
+    def node_layouts(self) -> dict[str, NodeGpus]:
+        """Every layout the node watcher recorded (unreadable entries left out)."""
+        return dict(self._layouts(None))
 
     def put_node(self, name: str, layout: NodeGpus | None) -> None:
         """Record (or with None, forget) a node's GPU layout: the node watcher's write."""
+        pipe = self._redis.pipeline(transaction=True)
         if layout is None:
-            self._call(self._redis.delete, node_key(name))
-            return
-        mapping = {k: ("" if v is None else v) for k, v in asdict(layout).items()}
-        self._call(self._redis.hset, node_key(name), mapping=mapping)
+            pipe.hdel(NODES_KEY, name)
+        else:
+            pipe.hset(NODES_KEY, name, orjson.dumps(asdict(layout)))
+        pipe.incr(NODES_REV_KEY)
+        self._call(pipe.execute)
+
+    def _layouts(self, rev: str | None) -> dict[str, NodeGpus]:
+        """Node layouts, re-read only when `st:nodes:rev` moved since the last read."""
+        cached_rev, cached = self._layout_cache
+        if rev is not None and rev == cached_rev:
+            return cached
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.get(NODES_REV_KEY)
+        pipe.hgetall(NODES_KEY)
+        new_rev, raw = self._call(pipe.execute)
+        layouts = {}
+        for name, value in raw.items():
+            layout = _layout_from_json(value)
+            if layout is not None:
+                layouts[name] = layout
+        self._layout_cache = (new_rev or "0", layouts)
+        return layouts
 
     def put_demand(self, uid: str, demand: dict[str, Any], ttl_s: int) -> None:
-        self._call(self._redis.set, demand_key(uid), json.dumps(demand), ex=ttl_s)
+        self._call(self._redis.set, demand_key(uid), orjson.dumps(demand), ex=ttl_s)
 
     def demand(self, uid: str) -> dict[str, Any] | None:
         raw = self._call(self._redis.get, demand_key(uid))
-        return json.loads(raw) if raw else None
+        return orjson.loads(raw) if raw else None
 
     def record_observation(self, observation: Mapping[str, Any]) -> None:
         fields = {k: str(v) for k, v in observation.items()}
@@ -271,13 +327,11 @@ class RedisStore:
             raise StoreUnavailable(f"state store unreachable ({exc}); retry") from exc
 
 
-def _layout_from_hash(pairs: list[str] | dict[str, str]) -> NodeGpus | None:
-    data = _as_mapping(pairs)
-    if not data or "count" not in data:
+def _layout_from_json(raw: str) -> NodeGpus | None:
+    try:
+        return NodeGpus(**orjson.loads(raw))
+    except (ValueError, TypeError):
         return None
-    return NodeGpus(product=data.get("product", ""), gpu_type=data.get("gpu_type") or None,
-                    count=int(data["count"]), memory_mib=int(data.get("memory_mib", 0)),
-                    share_slots=int(data.get("share_slots", 1)), problem=data.get("problem", ""))
 
 
 def _as_mapping(pairs: list[str] | dict[str, str]) -> dict[str, str]:

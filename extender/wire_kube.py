@@ -42,8 +42,8 @@ class BindingArgs:
     node: str
 
 
-def require_object(value: Any, what: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
+def require_object(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):  # orjson decodes every JSON object to a dict
         raise BadRequest(f"{what} must be a JSON object")
     return value
 
@@ -59,7 +59,7 @@ def require_name(value: Any, what: str, required: bool = True) -> str:
 def decode_pod(pod: Any) -> PodInfo:
     meta = require_object(require_object(pod, "Pod").get("metadata"), "Pod.metadata")
     annotations = meta.get("annotations") or {}
-    if not isinstance(annotations, Mapping):
+    if not isinstance(annotations, dict):
         raise BadRequest("Pod.metadata.annotations must be an object")
     return PodInfo(
         uid=require_name(meta.get("uid"), "Pod.metadata.uid"),
@@ -76,8 +76,8 @@ def decode_node(node: Any, where: str) -> tuple[str, NodeGpus]:
     meta = require_object(node.get("metadata"), f"{where}.metadata")
     labels = meta.get("labels") or {}
     status = node.get("status") or {}
-    allocatable = status.get("allocatable") or {} if isinstance(status, Mapping) else {}
-    if not isinstance(labels, Mapping) or not isinstance(allocatable, Mapping):
+    allocatable = status.get("allocatable") or {} if isinstance(status, dict) else {}
+    if not isinstance(labels, dict) or not isinstance(allocatable, dict):
         raise BadRequest(f"{where}: labels and status.allocatable must be objects")
     return require_name(meta.get("name"), f"{where}.metadata.name"), gpus_from_node(labels, allocatable)
 

@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from extender.embedded_redis import EmbeddedRedis  # noqa: E402
+from extender.model import JobRecord  # noqa: E402
 from extender.nodes import gpus_from_node  # noqa: E402
 from extender.store import RedisStore  # noqa: E402
 
@@ -57,6 +58,25 @@ def make_pod(rng: random.Random) -> dict:
                          "annotations": {"schedtune.io/model": rng.choice(MODELS),
                                          "schedtune.io/batch-size": str(rng.choice([8, 16, 32]))}},
             "spec": {"containers": [{"name": "main", "image": "trainer"}]}}
+
+
+def occupy(store: RedisStore, nodes: list[dict], fraction: float, rng: random.Random) -> int:
+    """Put a running job on `fraction` of the GPUs, so snapshots carry real queues."""
+    placed = 0
+    for n in nodes:
+        name = n["metadata"]["name"]
+        for index in range(int(n["metadata"]["labels"]["nvidia.com/gpu.count"])):
+            if rng.random() >= fraction:
+                continue
+            uid = str(uuid.uuid4())
+            record = JobRecord(uid=uid, pod=f"busy-{placed}", namespace="ml", model="resnet50",
+                               task="train", node=name, gpu_index=index, reserved_mib=6000,
+                               predicted_s=rng.uniform(60, 3600), state="reserved",
+                               reserved_at=time.time())  # fmt: skip
+            store.reserve(record, [(index, 1e9, 100)], now=time.time(), ttl_s=0)
+            store.mark_running(uid, time.time())
+            placed += 1
+    return placed
 
 
 def free_port() -> int:
@@ -100,10 +120,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", choices=("full", "names"), default="full")
     parser.add_argument("--pods", type=int, default=200)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--busy", type=float, default=0.3,
+                        help="fraction of GPUs that already run a job (default 0.3)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if not 1 <= args.nodes <= 20000 or not 1 <= args.pods <= 100000:
         parser.error("--nodes must be 1..20000 and --pods 1..100000")
+    if not 0 <= args.busy <= 1:
+        parser.error("--busy must be a fraction in 0..1")
 
     rng = random.Random(42)
     nodes = make_nodes(args.nodes, rng)
@@ -122,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in nodes:  # what the node watcher would have recorded
             store.put_node(n["metadata"]["name"], gpus_from_node(n["metadata"]["labels"],
                                                                  n["status"]["allocatable"]))
+        busy_gpus = occupy(store, nodes, args.busy, rng)
         env = {**os.environ, "REDIS_URL": url, "EXTENDER_WORKERS": str(args.workers),
                "EXTENDER_BIND": "record", "EXTENDER_NODE_WATCH": "0",
                "EXTENDER_LOG_LEVEL": "WARNING", "PROMETHEUS_MULTIPROC_DIR": tmp}
@@ -141,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ours.sort()
     result = {
-        "nodes": args.nodes, "mode": args.mode, "pods": args.pods,
+        "nodes": args.nodes, "mode": args.mode, "pods": args.pods, "busy_gpus": busy_gpus,
         "noop_ms_per_pod": round(sum(noop) / len(noop), 2),
         "extender_ms_per_pod": round(sum(ours) / len(ours), 2),
         "ratio": round(sum(ours) / sum(noop), 2),

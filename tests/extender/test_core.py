@@ -3,16 +3,16 @@
 import pytest
 
 from extender import core, scoring
-from extender.model import ClusterSnapshot, GpuState, JobRecord, NodeGpus, NodeState
+from extender.model import ClusterSnapshot, GpuState, NodeGpus, NodeState, QueuedJob
 
 LIMITS = core.Limits(default=4, per_type={"RTX-3090": 2})
 
 
-def _job(uid: str, mib: float, predicted_s: float, state: str = "running", started: float = 0):
-    return JobRecord(uid, uid, "ns", "m", "train", "n", 0, mib, predicted_s, state, 0, started)
+def _job(uid: str, mib: float, predicted_s: float, started: float = 0) -> QueuedJob:
+    return QueuedJob(uid, mib, predicted_s, started)
 
 
-def _node(name: str, jobs_per_gpu: list[list[JobRecord]], gpu_type: str = "RTX-3090",
+def _node(name: str, jobs_per_gpu: list[list[QueuedJob]], gpu_type: str = "RTX-3090",
           memory: int = 24576, slots: int = 0) -> NodeState:
     gpus = NodeGpus("p", gpu_type, len(jobs_per_gpu), memory, share_slots=slots)
     return NodeState(name, gpus, tuple(GpuState(name, i, memory, tuple(j))
@@ -56,4 +56,4 @@ def test_shared_completion_hand_computed() -> None:
     # Processor sharing (alpha 1): a long neighbour halves our speed throughout.
     assert scoring.shared_completion_s(10, [100], 1.0) == pytest.approx(20)
     assert scoring.remaining_s(_job("a", 1, 100, started=50), now=80) == 70
-    assert scoring.remaining_s(_job("a", 1, 100, state="bound"), now=80) == 100
+    assert scoring.remaining_s(_job("a", 1, 100), now=80) == 100

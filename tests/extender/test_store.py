@@ -86,3 +86,28 @@ def test_node_watch_events_update_layouts(store: RedisStore) -> None:
     assert store.snapshot({"w1": None}, 0).nodes["w1"].gpus.gpu_type == "L40S"
     apply_event(store, "DELETED", node)
     assert store.snapshot({"w1": None}, 0).nodes["w1"].gpus is None
+
+
+def test_workers_see_each_others_changes_through_the_change_log(store, redis_url, redis_client) -> None:
+    other = RedisStore.from_url(redis_url)  # a second worker with its own mirror
+    assert other.snapshot({"n1": LAYOUT}, now=100).nodes["n1"].idle
+    _, queue = store.reserve(_job("a"), [(1, 24576.0, 4)], now=100, ttl_s=60)
+    gpu = other.snapshot({"n1": LAYOUT}, now=100).nodes["n1"].gpu_states[1]
+    assert [(j.uid, j.expires_at) for j in gpu.jobs] == [("a", 160)]
+    assert other.snapshot({"n1": LAYOUT}, now=100).nodes["n1"].gpu_states[1].free_mib == 14576
+    # Unconfirmed: gone from the other worker's view once expired, without any write.
+    assert other.snapshot({"n1": LAYOUT}, now=161).nodes["n1"].idle
+    store.reserve(_job("b"), [(0, 24576.0, 4)], now=200, ttl_s=60)
+    store.confirm_bind("b", "st:gpu:n1:0", now=201)
+    store.mark_running("b", started_at=210)
+    (job,) = other.snapshot({"n1": LAYOUT}, now=300).nodes["n1"].gpu_states[0].jobs
+    assert job.started_at == 210 and job.expires_at == 0
+    store.release("b")
+    assert other.snapshot({"n1": LAYOUT}, now=300).nodes["n1"].gpu_states[0].jobs == ()
+    # Redis wiped and refilled: the epoch changes and the mirror starts over.
+    store.reserve(_job("c"), [(0, 24576.0, 4)], now=300, ttl_s=0)
+    other.snapshot({"n1": LAYOUT}, now=300)
+    redis_client.flushdb()
+    store.reserve(_job("d", 1000), [(1, 24576.0, 4)], now=400, ttl_s=0)
+    gpus = other.snapshot({"n1": LAYOUT}, now=400).nodes["n1"].gpu_states
+    assert [[j.uid for j in g.jobs] for g in gpus] == [[], ["d"]]

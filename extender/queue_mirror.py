@@ -1,0 +1,75 @@
+"""A worker's in-memory copy of the GPU queues, kept current from Redis's change log.
+
+Every store mutation bumps `st:rev` and stamps the queue it touched in
+`st:changed`; a snapshot asks Redis only for the queues changed since the rev
+this worker last saw, in the same atomic read. A different `st:epoch` (Redis
+wiped or replaced) discards the copy and reads everything again. Node states
+are rebuilt only when one of their queues changed, their layout changed, or an
+unconfirmed reservation on them expired, so a request on a large, busy
+cluster costs what changed since the last one rather than every queue.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from functools import lru_cache
+
+from extender.model import GpuState, NodeGpus, NodeState, QueuedJob
+
+
+class QueueMirror:
+    def __init__(self) -> None:
+        self.epoch: str | None = None
+        self.rev = 0
+        self._queues: dict[tuple[str, int], tuple[QueuedJob, ...]] = {}
+        self._busy_nodes: dict[str, set[int]] = {}
+        self._states: dict[str, tuple[NodeGpus | None, float, NodeState]] = {}
+
+    def reset(self, epoch: str | None) -> None:
+        self.__init__()  # type: ignore[misc]
+        self.epoch = epoch
+
+    def apply(self, rev: int, changed: Iterable[tuple[str, int, tuple[QueuedJob, ...]]]) -> None:
+        """Replace the given queues (an empty tuple: the queue emptied) and advance to `rev`."""
+        for node, index, jobs in changed:
+            self._states.pop(node, None)
+            indices = self._busy_nodes.setdefault(node, set())
+            if jobs:
+                self._queues[node, index] = jobs
+                indices.add(index)
+            else:
+                self._queues.pop((node, index), None)
+                indices.discard(index)
+                if not indices:
+                    del self._busy_nodes[node]
+        self.rev = rev
+
+    def node_state(self, name: str, layout: NodeGpus | None, now: float) -> NodeState:
+        if name not in self._busy_nodes:
+            return idle_node(name, layout)
+        cached = self._states.get(name)
+        if cached is not None and (cached[0] is layout or cached[0] == layout) and now < cached[1]:
+            return cached[2]
+        memory = layout.memory_mib if layout else 0
+        gpus, valid_until = [], math.inf
+        for index in range(layout.count if layout else 0):
+            live = []
+            for job in self._queues.get((name, index), ()):
+                if job.expires_at <= 0:
+                    live.append(job)
+                elif job.expires_at > now:
+                    live.append(job)
+                    valid_until = min(valid_until, job.expires_at)
+            gpus.append(GpuState(name, index, memory, tuple(live)))
+        state = NodeState(name, layout, tuple(gpus))
+        self._states[name] = (layout, valid_until, state)
+        return state
+
+
+@lru_cache(maxsize=1 << 16)
+def idle_node(name: str, layout: NodeGpus | None) -> NodeState:
+    """A node without reservations; shared between requests (it is immutable)."""
+    memory = layout.memory_mib if layout else 0
+    count = layout.count if layout else 0
+    return NodeState(name, layout, tuple(GpuState(name, i, memory) for i in range(count)))
