@@ -2,10 +2,10 @@
 
 Cluster access is resolved the standard way: the in-cluster service account,
 else ``KUBECONFIG`` (or ~/.kube/config). `Binder` creates a pod's Binding and
-writes the reservation onto the pod as annotations; `watch_nodes` keeps the
-store's node layouts current (list, then watch from the list's
-resourceVersion; on 410 Gone re-list; on a dropped connection reconnect with
-backoff).
+writes the reservation onto the pod as annotations; `watch_forever` follows a
+resource for the node watcher and the monitor (list, then watch from the
+list's resourceVersion; on 410 Gone re-list; on a dropped connection
+reconnect with backoff).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import orjson
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
@@ -65,31 +66,54 @@ class Binder:
             raise BindFailed(f"binding {namespace}/{name} to {node}: {exc.status} {exc.reason}") from exc
 
 
-def watch_forever(list_fn: Callable[..., Any], handle: Callable[[str, Any], None],
-                  stop: threading.Event, sleep: Callable[[float], None] = time.sleep) -> None:
+def list_objects(list_fn: Callable[..., Any]) -> tuple[list[dict[str, Any]], str]:
+    """One LIST as plain API dicts (no model deserialisation): (items, resourceVersion)."""
+    response = list_fn(_preload_content=False)
+    listing = orjson.loads(response.data)
+    return listing.get("items") or [], listing["metadata"]["resourceVersion"]
+
+
+def watch_forever(list_fn: Callable[..., Any], on_list: Callable[[list[dict[str, Any]]], None],
+                  on_event: Callable[[str, dict[str, Any]], None], stop: threading.Event,
+                  sleep: Callable[[float], None] = time.sleep,
+                  relist_every_s: float = 0.0, clock: Callable[[], float] = time.monotonic) -> None:
     """List then watch a resource until `stop`, surviving 410 Gone and dropped connections.
 
-    `handle(event_type, obj)` gets ``ADDED`` for every listed object (a re-list
-    replays them all), then the watch's ``ADDED``/``MODIFIED``/``DELETED``.
+    Objects are the API's JSON as dicts. `on_list(items)` gets every full listing
+    (at start, after a 410, and every `relist_every_s` if set): the caller
+    reconciles against it, since a watch that restarts misses deletions.
+    `on_event(type, obj)` gets ``ADDED``/``MODIFIED``/``DELETED`` in order; the
+    watch resumes from the last resourceVersion seen.
     """
-    backoff = 1.0
+    backoff, version, listed_at = 1.0, None, 0.0
     while not stop.is_set():
         try:
-            listing = list_fn()
-            for item in listing.items:
-                handle("ADDED", item)
-            version = listing.metadata.resource_version
-            stream = watch.Watch()
+            if version is None or (relist_every_s and clock() - listed_at >= relist_every_s):
+                items, listed_version = list_objects(list_fn)
+                listed_at = clock()
+                _handled(on_list, items)
+                version = listed_version
+            stream = _RawWatch()
             for event in stream.stream(list_fn, resource_version=version,
-                                       timeout_seconds=WATCH_TIMEOUT_S):
+                                       allow_watch_bookmarks=True, timeout_seconds=WATCH_TIMEOUT_S):
                 if stop.is_set():
                     stream.stop()
                     return
-                handle(event["type"], event["object"])
+                obj = event.get("object") or {}
+                if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                    _handled(on_event, event["type"], obj)
+                version = (obj.get("metadata") or {}).get("resourceVersion") or version
             backoff = 1.0
+        except HandlerFailed as exc:
+            # The event was not applied: rebuild from a full listing once the handler works.
+            log.warning("handler failed: %s; re-listing in %.0f s", exc, backoff)
+            version = None
+            sleep(backoff)
+            backoff = min(MAX_BACKOFF_S, backoff * 2)
         except ApiException as exc:
             if exc.status == 410:  # resourceVersion too old: re-list at once
                 log.info("watch expired (410 Gone); re-listing")
+                version = None
                 continue
             log.warning("watch failed: %s %s; retrying in %.0f s", exc.status, exc.reason, backoff)
             sleep(backoff)
@@ -98,3 +122,22 @@ def watch_forever(list_fn: Callable[..., Any], handle: Callable[[str, Any], None
             log.warning("watch connection lost: %s; retrying in %.0f s", type(exc).__name__, backoff)
             sleep(backoff)
             backoff = min(MAX_BACKOFF_S, backoff * 2)
+
+
+class _RawWatch(watch.Watch):
+    """Events carry the API's JSON dicts, not model classes. (The client's own
+    ``deserialize=False`` breaks on ERROR events: it then lacks ``raw_object``.)"""
+
+    def get_return_type(self, func: Callable[..., Any]) -> None:  # noqa: ARG002
+        return None
+
+
+class HandlerFailed(Exception):
+    """`on_list` or `on_event` raised: what it was given is not applied."""
+
+
+def _handled(handler: Callable[..., None], *args: Any) -> None:
+    try:
+        handler(*args)
+    except Exception as exc:  # noqa: BLE001
+        raise HandlerFailed(f"{type(exc).__name__}: {str(exc)[:200]}") from exc

@@ -20,6 +20,12 @@ PASSTHROUGH = Counter("schedtune_passthrough_total", "Pods without schedtune.io/
 ERRORS = Counter("schedtune_extender_errors_total", "Requests answered with an error",
                  ["verb", "kind"])
 BINDS = Counter("schedtune_binds_total", "Bind outcomes", ["outcome"])
+# The monitor's (its own process, served on EXTENDER_MONITOR_PORT).
+OOM_KILLS = Counter("schedtune_oom_kills_total", "Containers of annotated pods OOM-killed")
+RELEASES = Counter("schedtune_reservations_released_total", "Reservations released by the "
+                   "monitor", ["outcome"])
+ADOPTIONS = Counter("schedtune_reservations_adopted_total", "Bound pods given a reservation "
+                    "by the monitor", ["status"])
 
 
 def denial_kind(reason: str) -> str:

@@ -84,6 +84,9 @@ class JobRecord:
     reserved_at: float
     started_at: float = 0.0
     expires_at: float = 0.0  # 0: no expiry (bound or running)
+    gpu_type: str = ""
+    batch: int = 0
+    units: int = 0
 
 
 class QueuedJob(NamedTuple):

@@ -22,15 +22,23 @@ from extender.store import RedisStore
 log = logging.getLogger(__name__)
 
 
-def apply_event(store: RedisStore, event_type: str, node: Any) -> None:
-    """One watch event (kubernetes client V1Node) -> the node's layout in the store."""
-    name = node.metadata.name
+def apply_event(store: RedisStore, event_type: str, node: dict[str, Any]) -> None:
+    """One watch event (a Node as the API's JSON) -> the node's layout in the store."""
+    meta = node.get("metadata") or {}
     if event_type == "DELETED":
-        store.put_node(name, None)
+        store.put_node(meta["name"], None)
         return
-    labels = node.metadata.labels or {}
-    allocatable = (node.status.allocatable or {}) if node.status else {}
-    store.put_node(name, gpus_from_node(labels, allocatable))
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    store.put_node(meta["name"], gpus_from_node(meta.get("labels") or {}, allocatable))
+
+
+def apply_listing(store: RedisStore, nodes: list[dict[str, Any]]) -> None:
+    """A full listing: record every node, forget the ones gone while we were not watching."""
+    listed = {n["metadata"]["name"] for n in nodes}
+    for name in set(store.node_names()) - listed:
+        store.put_node(name, None)
+    for node in nodes:
+        apply_event(store, "ADDED", node)
 
 
 def run(settings: Settings, redis_url: str, stop: threading.Event | None = None) -> None:
@@ -39,8 +47,8 @@ def run(settings: Settings, redis_url: str, stop: threading.Event | None = None)
         return
     store = RedisStore.from_url(redis_url, settings.redis_timeout_s)
     api = kube.client.CoreV1Api()
-    kube.watch_forever(api.list_node, lambda kind, obj: apply_event(store, kind, obj),
-                       stop or threading.Event())
+    kube.watch_forever(api.list_node, lambda nodes: apply_listing(store, nodes),
+                       lambda kind, obj: apply_event(store, kind, obj), stop or threading.Event())
 
 
 def start_in_background(settings: Settings, redis_url: str) -> multiprocessing.Process | None:

@@ -125,6 +125,7 @@ class Scheduler:
             uid=uid, pod=name, namespace=namespace, model=demand.model, task=demand.task,
             node=node, gpu_index=-1, reserved_mib=round(need.padded_mib, 1),
             predicted_s=round(need.predicted_s, 3), state="reserved", reserved_at=now,
+            gpu_type=core.type_of(state.gpus), batch=demand.batch, units=demand.units,
         )  # fmt: skip
         candidates = core.reservation_candidates(state, need, self.settings.collocation)
         status, detail = self.store.reserve(record, candidates, now,

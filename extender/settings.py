@@ -26,6 +26,8 @@ Environment variables (the manifests in k8s/ use exactly these names):
     EXTENDER_BIND_ADDRESS          gunicorn bind address (default 0.0.0.0:8888)
     EXTENDER_WORKERS               gunicorn workers (default 2)
     EXTENDER_TLS_CERT_FILE, EXTENDER_TLS_KEY_FILE   serve HTTPS when both are set
+    EXTENDER_RECONCILE_S           monitor: full pod listing + reconcile period (default 300)
+    EXTENDER_MONITOR_PORT          monitor: Prometheus metrics / liveness port (default 9100)
     PROMETHEUS_MULTIPROC_DIR       set by gunicorn.conf.py for multi-process metrics
 """
 
@@ -65,6 +67,8 @@ class Settings:
     workers: int = 2
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
+    reconcile_s: float = 300.0
+    monitor_port: int = 9100
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -91,6 +95,8 @@ class Settings:
             workers=_number(env, "EXTENDER_WORKERS", 2, int, 1, 64),
             tls_cert_file=get("EXTENDER_TLS_CERT_FILE") or None,
             tls_key_file=get("EXTENDER_TLS_KEY_FILE") or None,
+            reconcile_s=_number(env, "EXTENDER_RECONCILE_S", 300.0, float, 5, 86400),
+            monitor_port=_number(env, "EXTENDER_MONITOR_PORT", 9100, int, 1, 65535),
         )  # fmt: skip
         if bool(settings.tls_cert_file) != bool(settings.tls_key_file):
             raise SettingsError("EXTENDER_TLS_CERT_FILE and EXTENDER_TLS_KEY_FILE go together")

@@ -17,7 +17,9 @@ Key layout (human readable; every key is built by the helpers below):
     st:jobs                 zset    every reserved pod UID, scored by reservation time
     st:demand:{uid}         string  JSON: the filter's decoded demand and node layouts,
                                     read by bind (expires after `demand_ttl_s`)
-    st:observations         stream  finished runs (model, task, batch, gpu_type, seconds, oom)
+    st:observations         stream  finished runs (model, task, batch, units, gpu_type,
+                                    seconds, oom, outcome)
+    st:ooms                 set     OOM kills seen, one member per pod/container/restart
 
 Reserved MiB and job counts are never stored as counters: every read and the
 reservation itself derive them from the queue members' job hashes, so nothing
@@ -51,6 +53,7 @@ CHANGED_KEY = "st:changed"
 EPOCH_KEY = "st:epoch"
 JOBS_KEY = "st:jobs"
 OBSERVATIONS_KEY = "st:observations"
+OOMS_KEY = "st:ooms"
 OBSERVATIONS_MAXLEN = 100_000
 
 
@@ -181,6 +184,31 @@ return 1
 """
 
 
+_ADOPT = _LIVE + """
+local fields = cjson.decode(ARGV[1])
+local current = redis.call('HGET', KEYS[1], 'queue')
+if current == KEYS[3] then
+  if tonumber(redis.call('HGET', KEYS[1], 'expires_at')) > 0 then
+    redis.call('HSET', KEYS[1], 'state', fields.state, 'expires_at', '0')
+    touch(current)
+  end
+  return 'exists'
+end
+if current then
+  redis.call('ZREM', current, fields.uid)
+  touch(current)
+end
+redis.call('DEL', KEYS[1])
+for k, v in pairs(fields) do redis.call('HSET', KEYS[1], k, tostring(v)) end
+redis.call('HSET', KEYS[1], 'queue', KEYS[3], 'expires_at', '0')
+redis.call('ZADD', KEYS[3], tonumber(fields.reserved_at), fields.uid)
+redis.call('ZADD', KEYS[2], tonumber(fields.reserved_at), fields.uid)
+touch(KEYS[3])
+if current then return 'moved' end
+return 'adopted'
+"""
+
+
 class RedisStore:
     """Atomic, named operations on the shared state."""
 
@@ -191,6 +219,7 @@ class RedisStore:
         self._confirm = client.register_script(_CONFIRM)
         self._release = client.register_script(_RELEASE)
         self._mark_running = client.register_script(_MARK_RUNNING)
+        self._adopt = client.register_script(_ADOPT)
         self._layout_cache: tuple[str | None, dict[str, NodeGpus]] = (None, {})
         self._mirror = QueueMirror()
         self._mirror_lock = threading.Lock()
@@ -264,6 +293,29 @@ class RedisStore:
         """Remove a reservation; returns what was released (None if there was none)."""
         pairs = self._call(self._release, keys=[job_key(uid), JOBS_KEY], args=[uid])
         return _job_from_pairs(pairs) if pairs else None
+
+    def adopt(self, record: JobRecord) -> str:
+        """Record a placement that already happened (a pod bound and annotated, Redis lost
+        or behind): no capacity check, since the pod is on that GPU whatever we think.
+        Returns "adopted", "moved" (it was queued elsewhere) or "exists"."""
+        keys = [job_key(record.uid), JOBS_KEY, gpu_key(record.node, record.gpu_index)]
+        fields = {k: v for k, v in asdict(record).items() if k != "expires_at"}
+        return str(self._call(self._adopt, keys=keys, args=[orjson.dumps(fields)]))
+
+    def jobs(self) -> list[JobRecord]:
+        """Every reservation (for reconcile and the inspection CLI; not on the request path)."""
+        uids = self.job_uids()
+        pipe = self._redis.pipeline(transaction=False)
+        for uid in uids:
+            pipe.hgetall(job_key(uid))
+        return [_job_from_mapping(d) for d in self._call(pipe.execute) if d.get("uid")]
+
+    def record_oom(self, event: str) -> bool:
+        """Count one OOM kill (`event` names pod, container and restart); False if counted."""
+        return bool(self._call(self._redis.sadd, OOMS_KEY, event))
+
+    def oom_count(self) -> int:
+        return int(self._call(self._redis.scard, OOMS_KEY))
 
     def job(self, uid: str) -> JobRecord | None:
         data = self._call(self._redis.hgetall, job_key(uid))
@@ -351,5 +403,6 @@ def _job_from_mapping(data: Mapping[str, str]) -> JobRecord:
         gpu_index=int(data.get("gpu_index", 0)), reserved_mib=float(data.get("reserved_mib", 0)),
         predicted_s=float(data.get("predicted_s", 0)), state=data.get("state", "reserved"),
         reserved_at=float(data.get("reserved_at", 0)), started_at=float(data.get("started_at", 0)),
-        expires_at=float(data.get("expires_at", 0)),
+        expires_at=float(data.get("expires_at", 0)), gpu_type=data.get("gpu_type", ""),
+        batch=int(data.get("batch", 0)), units=int(data.get("units", 0)),
     )  # fmt: skip

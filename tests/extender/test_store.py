@@ -74,18 +74,18 @@ def test_snapshot_reads_node_watcher_layouts(store: RedisStore) -> None:
     assert snap.nodes["ghost"].gpus is None
 
 
-def test_node_watch_events_update_layouts(store: RedisStore) -> None:
-    from types import SimpleNamespace as NS
+def test_node_watch_events_and_listings_update_layouts(store: RedisStore) -> None:
+    from extender.node_watch import apply_event, apply_listing
+    from tests.builders import make_node
 
-    from extender.node_watch import apply_event
-
-    node = NS(metadata=NS(name="w1", labels={"nvidia.com/gpu.product": "NVIDIA-L40S",
-                                              "nvidia.com/gpu.count": "2"}),
-              status=NS(allocatable={"nvidia.com/gpu": "2"}))
+    node = make_node("w1", product="NVIDIA-L40S", count=2)
     apply_event(store, "ADDED", node)
     assert store.snapshot({"w1": None}, 0).nodes["w1"].gpus.gpu_type == "L40S"
     apply_event(store, "DELETED", node)
     assert store.snapshot({"w1": None}, 0).nodes["w1"].gpus is None
+    apply_event(store, "ADDED", node)
+    apply_listing(store, [make_node("w2", product="Tesla-T4")])  # w1 went while unwatched
+    assert store.node_names() == ["w2"]
 
 
 def test_workers_see_each_others_changes_through_the_change_log(store, redis_url, redis_client) -> None:

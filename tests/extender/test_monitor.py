@@ -1,0 +1,129 @@
+"""The lifecycle monitor on recorded pod watch streams, against a real Redis."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from extender import kube
+from extender.model import NodeGpus
+from extender.monitor import Monitor, pod_facts
+from tests.extender.recorded_api import DROP, RecordedApi
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "pod-watch"
+NODE = "gpu-a"
+LAYOUT = NodeGpus("NVIDIA-GeForce-RTX-3090", "RTX-3090", 2, 24576)
+ENDED = ("Succeeded", "Failed")
+
+
+def _events() -> list[dict]:
+    return [json.loads(line) for line in (DATA / "lifecycle.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture
+def monitor(store, clock, estimator) -> Monitor:
+    store.put_node(NODE, LAYOUT)
+    return Monitor(store, estimator, clock=clock)
+
+
+def test_every_reservation_is_released_on_the_event_that_ends_its_pod(monitor, store, clock) -> None:
+    clock.now = 1_795_240_000.0  # an hour after the recorded pods were created
+    ended = set()
+    for event in _events():
+        monitor.on_event(event["type"], event["object"])
+        facts = pod_facts(event["object"])
+        if facts is None:
+            assert store.job(event["object"]["metadata"]["uid"]) is None  # not ours: never tracked
+            continue
+        if event["type"] == "DELETED" or facts.phase in ENDED:
+            ended.add(facts.uid)
+        elif facts.node:
+            job = store.job(facts.uid)
+            assert job is not None and job.node == NODE, "a bound pod always holds a reservation"
+            assert job.state == ("running" if facts.running_since else "bound")
+        for uid in ended:
+            assert store.job(uid) is None
+    assert store.jobs() == []
+    observed = {o["uid"][:1]: o for o in store.observations()}
+    assert sorted(observed) == ["a", "b", "c", "e"]
+    assert observed["a"]["outcome"] == "succeeded" and float(observed["a"]["seconds"]) == 600
+    assert observed["a"]["gpu_type"] == "RTX-3090" and observed["a"]["units"] == "2"
+    assert observed["b"]["outcome"] == "deleted"
+    assert observed["c"]["outcome"] == "oom" and observed["c"]["oom"] == "1"
+    assert observed["e"]["outcome"] == "evicted"
+    assert store.oom_count() == 2  # two OOM-killed container instances, each counted once
+
+
+def test_running_reservation_carries_the_real_start_time(monitor, store) -> None:
+    events = [e for e in _events() if e["object"]["metadata"]["name"] == "train-a"]
+    for event in events[:3]:  # added, bound, running
+        monitor.on_event(event["type"], event["object"])
+    job = store.job(events[0]["object"]["metadata"]["uid"])
+    assert job.state == "running" and job.started_at == pod_facts(events[2]["object"]).running_since
+    assert (job.gpu_index, job.reserved_mib, job.predicted_s) == (0, 6200, 600.0)
+
+
+def test_no_reservation_is_lost_across_410_gone(monitor, store, clock) -> None:
+    recorded = json.loads((DATA / "gone-410.json").read_text())
+    versions = [listing["metadata"]["resourceVersion"] for listing in recorded["listings"]]
+    clock.now = 1_795_240_000.0  # an hour after the recorded pods were created
+    stop = threading.Event()
+    api = RecordedApi(recorded["listings"], recorded["streams"], stop)
+    kube.watch_forever(api.list_fn, monitor.reconcile, monitor.on_event, stop, sleep=lambda s: None)
+    lists = [c for c in api.calls if not c.get("watch")]
+    watches = [c["resource_version"] for c in api.calls if c.get("watch")]
+    assert len(lists) == 2  # the 410 forced exactly one re-list
+    assert watches[:2] == versions  # each watch starts from its listing's resourceVersion
+    # train-a: running before the 410, finished after it: released, observed once.
+    # train-b: deleted during the gap (no DELETED event ever came): released by reconcile.
+    # train-f: bound during the gap without a reservation: adopted as written on the pod.
+    (job,) = store.jobs()
+    assert job.pod == "train-f" and (job.gpu_index, job.reserved_mib, job.state) == (1, 3100, "running")
+    assert [o["uid"][:1] for o in store.observations()] == ["a"]
+
+
+def test_dropped_connection_resumes_without_losing_events(monitor, store) -> None:
+    added, bound, running = [e for e in _events() if e["object"]["metadata"]["name"] == "train-a"][:3]
+    stop = threading.Event()
+    listing = {"metadata": {"resourceVersion": "100"}, "items": []}
+    api = RecordedApi([listing], [[added, DROP], [bound, running]], stop)
+    kube.watch_forever(api.list_fn, monitor.reconcile, monitor.on_event, stop, sleep=lambda s: None)
+    assert [c.get("resource_version") for c in api.calls] == [None, "100", added["object"]["metadata"]["resourceVersion"], running["object"]["metadata"]["resourceVersion"]]
+    assert store.job(added["object"]["metadata"]["uid"]).state == "running"
+
+
+def test_reconcile_after_wiping_redis_restores_the_reservations_on_the_pods(
+        client, binder, store, redis_client, clock) -> None:
+    from tests.builders import bind_args, filter_args, make_node, make_pod
+
+    node = make_node(NODE, count=2, replicas=4)  # time-slicing: 4 pods per GPU
+    pods = [make_pod(f"job-{i}", "ml", model=m, batch=b)
+            for i, (m, b) in enumerate([("resnet50", 32), ("vgg16", 16), ("mobilenet_v2", 64),
+                                        ("bert_base", 8)])]
+    for pod in pods:
+        assert client.post("/filter", json=filter_args(pod, [node])).get_json()["Error"] == ""
+        assert client.post("/bind", json=bind_args(pod, NODE)).get_json() == {"Error": ""}
+    before = {j.uid: (j.node, j.gpu_index, j.reserved_mib, round(j.predicted_s, 1)) for j in store.jobs()}
+    assert len(before) == 4
+    # What the API server holds: the pods, bound, with what bind wrote on them.
+    for pod, (_, _, _, node_name, annotations) in zip(pods, binder.calls, strict=True):
+        pod["metadata"]["annotations"].update(annotations)
+        pod["spec"]["nodeName"] = node_name
+    redis_client.flushdb()
+    store.put_node(NODE, NodeGpus("NVIDIA-GeForce-RTX-3090", "RTX-3090", 2, 24576, 4))  # node watcher
+    Monitor(store, clock=clock).reconcile(pods)
+    after = {j.uid: (j.node, j.gpu_index, j.reserved_mib, round(j.predicted_s, 1)) for j in store.jobs()}
+    assert after == {uid: (n, g, float(round(m)), p) for uid, (n, g, m, p) in before.items()}
+
+
+def test_unannotated_and_unreadable_pods_are_ignored(monitor, store) -> None:
+    monitor.on_event("ADDED", {"metadata": {"name": "x", "uid": "u"}, "spec": {"nodeName": NODE}})
+    monitor.on_event("ADDED", {"metadata": {"annotations": {"schedtune.io/model": "resnet50"}}})
+    bad = {"metadata": {"name": "y", "uid": "v", "annotations": {"schedtune.io/model": "resnet50",
+                                                                 "schedtune.io/batch-size": "-3"}},
+           "spec": {"nodeName": NODE}, "status": {"phase": "Running"}}
+    monitor.on_event("MODIFIED", bad)  # bad annotations: logged, nothing written
+    assert store.jobs() == []
