@@ -53,14 +53,18 @@ def paper_file(data_dir: Path, name: str) -> Path:
 
 
 def load_target(target: str, data_dir: Path = DEFAULT_DATA_DIR,
-                table: FeatureTable | None = None) -> pd.DataFrame:
-    """Rows for one target, with features; columns ``y`` and ``gpu`` always present."""
+                table: FeatureTable | None = None,
+                extra: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Rows for one target, with features; columns ``y`` and ``gpu`` always present.
+
+    `extra`: more raw rows (model, batch, gpu, y, source), e.g. observed runs.
+    """
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; accepted: {', '.join(TARGETS)}")
     raw = _read_raw(target, Path(data_dir))
-    measured = _read_measurements(target)
-    if not measured.empty:
-        raw = pd.concat([raw, measured], ignore_index=True)
+    for more in (_read_measurements(target), extra):
+        if more is not None and not more.empty:
+            raw = pd.concat([raw, more], ignore_index=True)
     out = with_features(raw, TARGETS[target][0], table or FeatureTable.load())
     out["over_capacity"] = target.endswith("mem") & (out["y"] > out["capacity_mib"])
     return out

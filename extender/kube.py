@@ -66,6 +66,22 @@ class Binder:
             raise BindFailed(f"binding {namespace}/{name} to {node}: {exc.status} {exc.reason}") from exc
 
 
+def pod_event(namespace: str, pod: str, uid: str, reason: str, message: str,
+              api: client.CoreV1Api | None = None) -> None:
+    """A Warning event on a pod, shown by `kubectl describe pod` (best effort)."""
+    body = client.CoreV1Event(
+        metadata=client.V1ObjectMeta(generate_name=f"{pod}.", namespace=namespace),
+        involved_object=client.V1ObjectReference(api_version="v1", kind="Pod", name=pod,
+                                                 namespace=namespace, uid=uid),
+        reason=reason, message=message[:1000], type="Warning",
+        source=client.V1EventSource(component="schedtune-monitor"),
+    )  # fmt: skip
+    try:
+        (api or client.CoreV1Api()).create_namespaced_event(namespace, body, _preload_content=False)
+    except ApiException as exc:
+        log.warning("could not post event %s on %s/%s: %s", reason, namespace, pod, exc.status)
+
+
 def list_objects(list_fn: Callable[..., Any]) -> tuple[list[dict[str, Any]], str]:
     """One LIST as plain API dicts (no model deserialisation): (items, resourceVersion)."""
     response = list_fn(_preload_content=False)

@@ -105,8 +105,10 @@ def pod_facts(pod: Mapping[str, Any]) -> PodFacts | None:
 
 class Monitor:
     def __init__(self, store: RedisStore, estimator: Estimator | None = None,
-                 clock: Callable[[], float] = time.time, grace_s: float = 60.0) -> None:
+                 clock: Callable[[], float] = time.time, grace_s: float = 60.0,
+                 warn: Callable[[PodFacts, str, str], None] | None = None) -> None:
         self.store = store
+        self.warn = warn  # posts a Warning event on the pod (kube.pod_event in a cluster)
         self.estimator = estimator
         self.clock = clock
         self.grace_s = grace_s  # reservations younger than this survive a listing without them
@@ -123,6 +125,9 @@ class Monitor:
                 OOM_KILLS.inc()
                 log.error("OOM kill", extra={"pod": facts.name, "namespace": facts.namespace,
                                              "pod_uid": facts.uid, "node": facts.node})
+                if self.warn:
+                    self.warn(facts, "SchedTuneOOMKilled", "a container was OOM-killed on "
+                              f"{facts.node}; the reservation was too small: report it")
         if facts.phase in FINISHED_PHASES:
             self._finish(facts, _outcome(facts))
             return
@@ -252,7 +257,10 @@ def main() -> int:
         return 2
     url = settings.redis_url or EmbeddedRedis(settings.state_dir.resolve() / "redis").url
     store = RedisStore.from_url(url, settings.redis_timeout_s)
-    monitor = Monitor(store, Estimator.load(design=settings.estimator_design))
+    def warn(facts: PodFacts, reason: str, message: str) -> None:
+        kube.pod_event(facts.namespace, facts.name, facts.uid, reason, message)
+
+    monitor = Monitor(store, Estimator.load(design=settings.estimator_design), warn=warn)
     start_http_server(settings.monitor_port)
     api = kube.client.CoreV1Api()
     log.info("monitor started", extra={"redis": url.split("@")[-1],

@@ -2,6 +2,12 @@
 
     python scripts/train.py                   # all four targets, ours + paper-rfr
     python scripts/train.py --target train-mem --no-stats
+    python scripts/train.py --with-observations   # refit time predictors with observed runs
+
+With --with-observations, the finished runs the monitor recorded (Redis stream
+st:observations; REDIS_URL, --redis, else the embedded server) join the training rows
+of the time targets, and the mean absolute error on those runs is reported before
+(reference data only) and after (5-fold: each run predicted by a refit without it).
 
 Each artefact gets a JSON beside it: feature columns, pads (held-out),
 training-data hash, library versions, held-out error statistics.
@@ -20,6 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from estimator import artefacts  # noqa: E402
 from estimator.data import DEFAULT_DATA_DIR, TARGETS, load_target  # noqa: E402
 from estimator.errors import EstimatorError  # noqa: E402
+from estimator.observations import (  # noqa: E402
+    TIME_TARGETS, observation_rows, refit_gain, supersede,
+)  # fmt: skip
 from estimator.regressors import BASELINE, CHOSEN  # noqa: E402
 from estimator.training import artefact_name, fit  # noqa: E402
 
@@ -34,19 +43,45 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=artefacts.MODELS_DIR)
     parser.add_argument("--no-stats", action="store_true",
                         help="skip the held-out statistics in the metadata (faster)")
+    parser.add_argument("--with-observations", action="store_true",
+                        help="refit the time targets with the runs the monitor observed")
+    parser.add_argument("--redis", help="Redis URL holding the observations")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
 
+    observations = None
+    if args.with_observations:
+        try:
+            observations = _read_observations(args.redis)
+        except RuntimeError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        args.target = [t for t in args.target if t in TIME_TARGETS]
     summary = {}
     for target in args.target:
+        extra = observation_rows(observations, target) if observations is not None else None
+        if extra is not None and extra.empty:
+            log.info("%s: no usable observed runs; artefacts left as they are", target)
+            continue
         try:
-            frame = load_target(target, args.data)
+            frame = load_target(target, args.data, extra=extra)
         except EstimatorError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         for design in args.design:
-            regressor, meta = fit(target, design, frame, with_stats=not args.no_stats)
+            if extra is not None:
+                try:
+                    gain = refit_gain(target, design, frame)
+                except ValueError as exc:
+                    print(f"error: {exc}", file=sys.stderr)
+                    return 1
+                summary[f"{target}.{design}.observations"] = gain
+                log.info("%s %s: %d observed runs, error on them %.1f %% before, %.1f %% after "
+                         "(held out)", target, design, gain["observations"],
+                         gain["before_mape_pct"], gain["after_mape_pct"])
+            fit_frame = supersede(frame) if extra is not None else frame
+            regressor, meta = fit(target, design, fit_frame, with_stats=not args.no_stats)
             path = artefacts.save(artefact_name(target, design), regressor, meta, args.out)
             summary[path.stem] = {k: meta[k] for k in ("rows", "pad_seen", "pad_unseen_gpu")}
             log.info("%s: %d rows, pad %.3f seen / %.3f unseen GPU", path.name, meta["rows"],
@@ -54,6 +89,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(summary, indent=2))
     return 0
+
+
+def _read_observations(url: str | None) -> list[dict[str, str]]:
+    import os
+
+    from extender.embedded_redis import EmbeddedRedis
+    from extender.errors import StoreUnavailable
+    from extender.store import RedisStore
+
+    url = url or os.environ.get("REDIS_URL") or EmbeddedRedis(Path("var/redis").resolve()).url
+    try:
+        return RedisStore.from_url(url).observations()
+    except StoreUnavailable as exc:
+        raise RuntimeError(f"cannot read observations: {exc}") from exc
 
 
 if __name__ == "__main__":

@@ -7,8 +7,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 from estimator.data import DEFAULT_DATA_DIR, PAPER_DIR
+from extender.store import RedisStore
 
 DATA_DIR = Path(os.environ.get("SCHEDTUNE_DATA", DEFAULT_DATA_DIR))
 
@@ -32,3 +34,16 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     url = server.start()
     yield url
     server.stop()
+
+
+@pytest.fixture
+def redis_client(redis_url) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client.flushdb()
+    yield client
+    client.flushdb()
+
+
+@pytest.fixture
+def store(redis_client, redis_url) -> RedisStore:
+    return RedisStore.from_url(redis_url)

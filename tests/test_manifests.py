@@ -34,3 +34,96 @@ def test_volcano_snippet_names_our_verbs() -> None:
     assert {args[k] for k in ("extender.predicateVerb", "extender.prioritizeVerb",
                               "extender.allocateFuncVerb", "extender.deallocateFuncVerb")} == {
         "predicate", "prioritize", "allocate", "deallocate"}
+
+
+def _documents(path: Path) -> list[dict]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def _all_documents() -> dict[str, list[dict]]:
+    return {p.relative_to(K8S).as_posix(): _documents(p) for p in sorted(K8S.rglob("*.yaml"))}
+
+
+def _pod_specs(doc: dict) -> list[dict]:
+    if doc.get("kind") in ("Deployment", "StatefulSet", "Job"):
+        return [doc["spec"]["template"]["spec"]]
+    return []
+
+
+def test_every_manifest_parses_and_kustomization_lists_existing_files() -> None:
+    docs = _all_documents()
+    for name, documents in docs.items():
+        if name not in ("volcano-scheduler.conf.yaml", "kustomization.yaml"):
+            assert all(d.get("apiVersion") and d.get("kind") for d in documents), name
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    for resource in kustomization["resources"]:
+        assert (K8S / resource).is_file(), resource
+    (generated,) = kustomization["configMapGenerator"]
+    assert generated["files"] == ["scheduler-config.yaml"]
+    mounted = [v["configMap"]["name"] for d in docs["scheduler.yaml"] for s in _pod_specs(d)
+               for v in s["volumes"]]
+    assert mounted == [generated["name"]]
+
+
+def test_rbac_grants_exactly_the_verbs_used() -> None:
+    (role,) = [d for d in _documents(K8S / "rbac.yaml") if d["kind"] == "ClusterRole"]
+    granted = {(r, v) for rule in role["rules"] for r in rule["resources"] for v in rule["verbs"]}
+    assert granted == {("pods", "get"), ("pods", "list"), ("pods", "watch"), ("pods", "patch"),
+                       ("pods/binding", "create"), ("nodes", "get"), ("nodes", "list"),
+                       ("nodes", "watch"), ("events", "create")}
+
+
+def test_workloads_run_non_root_read_only_with_probes_and_requests() -> None:
+    for name, docs in _all_documents().items():
+        if name.startswith("examples/"):
+            continue
+        for spec in (s for d in docs for s in _pod_specs(d)):
+            assert spec["securityContext"]["runAsNonRoot"] is True, name
+            for container in spec["containers"]:
+                ctx = container["securityContext"]
+                assert ctx["readOnlyRootFilesystem"] is True and ctx["allowPrivilegeEscalation"] is False
+                assert ctx["capabilities"]["drop"] == ["ALL"]
+                assert "livenessProbe" in container and container["resources"]["requests"], name
+
+
+def test_extender_deployment_uses_known_settings_modules_and_the_service_port() -> None:
+    from extender import settings as settings_module
+
+    docs = {d["kind"]: d for d in _documents(K8S / "extender.yaml")}
+    (spec,) = _pod_specs(docs["Deployment"])
+    containers = {c["name"]: c for c in spec["containers"]}
+    assert containers["extender"]["command"] == ["python", "-m", "extender"]
+    assert containers["monitor"]["command"] == ["python", "-m", "extender.monitor"]
+    for container in containers.values():
+        for env in container["env"]:
+            assert env["name"] in settings_module.__doc__, env["name"]
+    env = {e["name"]: e["value"] for e in containers["extender"]["env"]}
+    from extender.settings import Settings
+
+    Settings.from_env(env)  # every value is accepted
+    assert containers["extender"]["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    config = yaml.safe_load((K8S / "scheduler-config.yaml").read_text())
+    service = docs["Service"]
+    assert config["extenders"][0]["urlPrefix"] == (
+        f"http://{service['metadata']['name']}.{service['metadata']['namespace']}.svc:"
+        f"{service['spec']['ports'][0]['port']}")
+
+
+def test_redis_persists_with_aof() -> None:
+    (stateful,) = [d for d in _documents(K8S / "redis.yaml") if d["kind"] == "StatefulSet"]
+    (container,) = stateful["spec"]["template"]["spec"]["containers"]
+    assert container["args"][:2] == ["--appendonly", "yes"]
+    assert stateful["spec"]["volumeClaimTemplates"]
+
+
+def test_examples_are_annotated_for_schedtune_scheduler_with_valid_demands() -> None:
+    from estimator.feature_table import FeatureTable
+    from extender.annotations import parse_demand
+
+    known = FeatureTable.load().models
+    for path in sorted((K8S / "examples").glob("*.yaml")):
+        (doc,) = _documents(path)
+        template = doc["spec"]["template"]
+        assert template["spec"]["schedulerName"] == "schedtune-scheduler"
+        demand = parse_demand("uid", "pod", "default", template["metadata"]["annotations"])
+        assert demand is not None and demand.model in known, path.name

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
-import redis
 
 from estimator.predict import Estimator
 from extender.app import create_app
 from extender.settings import Settings
-from extender.store import RedisStore
 
 
 class FakeClock:
@@ -38,19 +35,6 @@ class RecordingBinder:
 @pytest.fixture(scope="session")
 def estimator() -> Estimator:
     return Estimator.load()
-
-
-@pytest.fixture
-def redis_client(redis_url) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
-    client.flushdb()
-    yield client
-    client.flushdb()
-
-
-@pytest.fixture
-def store(redis_client, redis_url) -> RedisStore:
-    return RedisStore.from_url(redis_url)
 
 
 @pytest.fixture

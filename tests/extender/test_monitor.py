@@ -31,6 +31,8 @@ def monitor(store, clock, estimator) -> Monitor:
 
 def test_every_reservation_is_released_on_the_event_that_ends_its_pod(monitor, store, clock) -> None:
     clock.now = 1_795_240_000.0  # an hour after the recorded pods were created
+    warnings = []
+    monitor.warn = lambda facts, reason, message: warnings.append((facts.name, reason))
     ended = set()
     for event in _events():
         monitor.on_event(event["type"], event["object"])
@@ -55,6 +57,7 @@ def test_every_reservation_is_released_on_the_event_that_ends_its_pod(monitor, s
     assert observed["c"]["outcome"] == "oom" and observed["c"]["oom"] == "1"
     assert observed["e"]["outcome"] == "evicted"
     assert store.oom_count() == 2  # two OOM-killed container instances, each counted once
+    assert warnings == [("train-c", "SchedTuneOOMKilled")] * 2
 
 
 def test_running_reservation_carries_the_real_start_time(monitor, store) -> None:

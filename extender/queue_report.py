@@ -1,0 +1,53 @@
+"""What an operator asks of the queues: per node and GPU, who is there, what is free,
+and how long a new job would wait. Pure; `scripts/queues.py` prints it."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from extender import core, scoring
+from extender.model import JobRecord, NodeGpus, QueuedJob
+
+
+def queue_report(layouts: Mapping[str, NodeGpus], jobs: Iterable[JobRecord],
+                 limits: core.Limits, now: float) -> list[dict[str, Any]]:
+    """One entry per node (sorted by name), each with its GPUs and their jobs.
+
+    Reservations on nodes the node watcher does not know are reported under
+    their node with ``"layout": null`` rather than dropped.
+    """
+    by_gpu: dict[tuple[str, int], list[JobRecord]] = defaultdict(list)
+    for job in jobs:
+        if job.expires_at <= 0 or job.expires_at > now:
+            by_gpu[job.node, job.gpu_index].append(job)
+    names = sorted(set(layouts) | {node for node, _ in by_gpu})
+    report = []
+    for name in names:
+        layout = layouts.get(name)
+        limit = limits.for_node(layout) if layout else None
+        count = layout.count if layout else 1 + max(i for n, i in by_gpu if n == name)
+        gpus = []
+        for index in range(count):
+            queue = sorted(by_gpu.get((name, index), []), key=lambda j: j.reserved_at)
+            remaining = [scoring.remaining_s(QueuedJob(j.uid, j.reserved_mib, j.predicted_s,
+                                                       j.started_at), now) for j in queue]
+            reserved = sum(j.reserved_mib for j in queue)
+            gpus.append({
+                "index": index,
+                "capacity_mib": layout.memory_mib if layout else None,
+                "reserved_mib": round(reserved, 1),
+                "free_mib": round(layout.memory_mib - reserved, 1) if layout else None,
+                "jobs": len(queue), "limit": limit,
+                "queue_delay_s": round(sum(remaining), 1),  # Eq. 1
+                "queue": [{"pod": f"{j.namespace}/{j.pod}", "uid": j.uid, "model": j.model,
+                           "task": j.task, "state": j.state, "reserved_mib": j.reserved_mib,
+                           "predicted_s": j.predicted_s, "remaining_s": round(left, 1)}
+                          for j, left in zip(queue, remaining, strict=True)],
+            })  # fmt: skip
+        report.append({"node": name, "layout": None if layout is None else {
+            "product": layout.product, "gpu_type": layout.gpu_type, "count": layout.count,
+            "memory_mib": layout.memory_mib, "share_slots": layout.share_slots,
+            "problem": layout.problem}, "gpus": gpus})
+    return report

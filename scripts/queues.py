@@ -1,0 +1,80 @@
+"""Inspect the shared queues: per node and GPU, the jobs, free memory, job count against
+the collocation limit, and the queue delay (Eq. 1) a new job would see.
+
+    python scripts/queues.py                    # every node, as a table
+    python scripts/queues.py --node gpu-node-0 --json
+
+Reads REDIS_URL (or --redis), else the embedded server of `python -m extender` in
+EXTENDER_STATE_DIR (./var). Collocation limits come from the same EXTENDER_* variables
+as the extender.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from extender.embedded_redis import EmbeddedRedis  # noqa: E402
+from extender.errors import StoreUnavailable  # noqa: E402
+from extender.queue_report import queue_report  # noqa: E402
+from extender.settings import Settings, SettingsError  # noqa: E402
+from extender.store import RedisStore  # noqa: E402
+
+
+def render(report: list[dict]) -> str:
+    lines = []
+    for node in report:
+        layout = node["layout"]
+        head = (f"{node['node']}: {layout['count']} x {layout['gpu_type'] or layout['product']}"
+                f" ({layout['memory_mib']} MiB)" if layout else f"{node['node']}: layout unknown")
+        if layout and layout["problem"]:
+            head += f"  [{layout['problem']}]"
+        lines.append(head)
+        for gpu in node["gpus"]:
+            free = "?" if gpu["free_mib"] is None else f"{gpu['free_mib']:.0f}"
+            limit = "?" if gpu["limit"] is None else gpu["limit"]
+            lines.append(f"  GPU {gpu['index']}: {free} MiB free, {gpu['jobs']}/{limit} jobs, "
+                         f"new job waits {gpu['queue_delay_s']:.0f} s")
+            for job in gpu["queue"]:
+                lines.append(f"    {job['pod']:<32} {job['model']:<14} {job['state']:<8} "
+                             f"{job['reserved_mib']:>8.0f} MiB  predicted {job['predicted_s']:>8.0f} s"
+                             f"  remaining {job['remaining_s']:>8.0f} s")
+    return "\n".join(lines) if lines else "no nodes and no reservations in the store"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--node", help="only this node")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--redis", help="Redis URL (default: REDIS_URL, else the embedded one)")
+    args = parser.parse_args(argv)
+    try:
+        settings = Settings.from_env(os.environ)
+    except SettingsError as exc:
+        parser.error(str(exc))
+    url = args.redis or settings.redis_url or EmbeddedRedis(settings.state_dir.resolve() / "redis").url
+    store = RedisStore.from_url(url)
+    try:
+        layouts, jobs = store.node_layouts(), store.jobs()
+    except StoreUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    report = queue_report(layouts, jobs, settings.collocation, time.time())
+    if args.node:
+        report = [n for n in report if n["node"] == args.node]
+        if not report:
+            print(f"error: node {args.node!r} has no layout and no reservations in the store",
+                  file=sys.stderr)
+            return 1
+    print(json.dumps(report, indent=2) if args.json else render(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
