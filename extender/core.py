@@ -95,7 +95,7 @@ def filter_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need],
 
 
 def node_jct_s(node: NodeState, needs: Mapping[str, Need], limits: Limits, now: float,
-               alpha: float | None) -> float | None:
+               cost: scoring.CostModel) -> float | None:
     """Expected completion on the node's best GPU; None when no GPU can take the job now."""
     if node.gpus is None or node.gpus.count == 0 or node.gpus.problem:
         return None
@@ -103,21 +103,21 @@ def node_jct_s(node: NodeState, needs: Mapping[str, Need], limits: Limits, now: 
     fitting = usable_gpus(node, need, limits.for_node(node.gpus))
     if not fitting:
         return None
-    return min(scoring.expected_jct_s(g, need.predicted_s, now, alpha) for g in fitting)
+    return min(cost.cost_s(g, need.predicted_s, now) for g in fitting)
 
 
 def score_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: Limits,
-                alpha: float | None) -> dict[str, float]:
+                cost: scoring.CostModel) -> dict[str, float]:
     """Scores in [0, 1] for the nodes that can take the job (others score 0)."""
     idle_jct: dict[NodeGpus | None, float | None] = {}
     jct: dict[str, float] = {}
     for name, node in snapshot.nodes.items():
         if node.idle:
             if node.gpus not in idle_jct:
-                idle_jct[node.gpus] = node_jct_s(node, needs, limits, snapshot.now, alpha)
+                idle_jct[node.gpus] = node_jct_s(node, needs, limits, snapshot.now, cost)
             value = idle_jct[node.gpus]
         else:
-            value = node_jct_s(node, needs, limits, snapshot.now, alpha)
+            value = node_jct_s(node, needs, limits, snapshot.now, cost)
         if value is not None:
             jct[name] = value
     scores = scoring.normalise(jct)

@@ -11,6 +11,7 @@ short job beside a long one is charged only for the overlap.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from extender.model import GpuState, QueuedJob
 
@@ -42,15 +43,45 @@ def shared_completion_s(work_s: float, others_s: Iterable[float], alpha: float) 
     return elapsed + left / speed(1 + len(pending), alpha)
 
 
-def expected_jct_s(gpu: GpuState, work_s: float, now: float, alpha: float | None) -> float:
-    """Eq. 2 on one GPU: the new job's completion given the jobs already there.
+def completion_times_s(works_s: Iterable[float], alpha: float) -> list[float]:
+    """When each of jobs with these seconds of work (alone) finishes when they share a GPU
+    from now on, shortest first."""
+    pending = sorted(w for w in works_s if w > 0)
+    done, elapsed, progressed = [], 0.0, 0.0
+    while pending:
+        step = pending[0] - progressed
+        elapsed += step / speed(len(pending), alpha)
+        progressed = pending.pop(0)
+        done.append(elapsed)
+    return done
 
-    With `alpha` None, the paper's form: queue delay (Eq. 1) plus the job's time.
+
+def marginal_cost_s(work_s: float, others_s: Iterable[float], alpha: float) -> float:
+    """The new job's completion plus the delay it adds to the jobs already there: the
+    growth of the GPU's total completion time (what a placement costs the cluster)."""
+    others = [w for w in others_s if w > 0]
+    return sum(completion_times_s([*others, work_s], alpha)) - sum(completion_times_s(others, alpha))
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """How a placement on a GPU is costed, in seconds (lower is better).
+
+    * ``paper``: Eq. 1-2 as published: queue delay (remaining work there) + own time;
+    * ``shared``: the job's own completion, sharing the GPU at the collocation slowdown;
+    * ``marginal``: its own completion plus the delay it adds to the jobs already there.
     """
-    remaining = [remaining_s(j, now) for j in gpu.jobs]
-    if alpha is None:
-        return sum(remaining) + work_s
-    return shared_completion_s(work_s, remaining, alpha)
+
+    mode: str = "marginal"
+    alpha: float = 0.47
+
+    def cost_s(self, gpu: GpuState, work_s: float, now: float) -> float:
+        remaining = [remaining_s(j, now) for j in gpu.jobs]
+        if self.mode == "paper":
+            return sum(remaining) + work_s
+        if self.mode == "shared":
+            return shared_completion_s(work_s, remaining, self.alpha)
+        return marginal_cost_s(work_s, remaining, self.alpha)
 
 
 def normalise(jct_by_node: Mapping[str, float]) -> dict[str, float]:

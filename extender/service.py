@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from estimator.errors import EstimatorError
 from estimator.predict import Estimator, Job
-from extender import core
+from extender import core, scoring
 from extender.annotations import AnnotationError, parse_demand
 from extender.errors import Conflict
 from extender.model import (
@@ -55,6 +55,7 @@ class Scheduler:
         self.estimator = estimator
         self.binder = binder
         self.clock = clock
+        self.cost = scoring.CostModel(settings.scoring, settings.interference_alpha)
 
     def filter(self, pod: PodInfo, nodes: Mapping[str, NodeGpus | None]) -> FilterOutcome:
         try:
@@ -90,8 +91,7 @@ class Scheduler:
             needs = self._needs(demand, snapshot.nodes.values())
         except EstimatorError:
             return dict.fromkeys(nodes, 0.0)
-        alpha = self.settings.interference_alpha if self.settings.scoring == "shared" else None
-        return core.score_nodes(snapshot, needs, self.settings.collocation, alpha)
+        return core.score_nodes(snapshot, needs, self.settings.collocation, self.cost)
 
     def bind(self, uid: str, name: str, namespace: str, node: str) -> dict[str, str]:
         """Reserve on the node's best GPU, create the Binding, confirm. Idempotent per UID.

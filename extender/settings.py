@@ -18,8 +18,11 @@ Environment variables (the manifests in k8s/ use exactly these names):
     EXTENDER_MAX_BODY_BYTES        request size limit (default 33554432)
     EXTENDER_REDIS_TIMEOUT_S       Redis socket timeout (default 1.0)
     EXTENDER_ESTIMATOR_DESIGN      trained design to load: ours (default) or paper-rfr
-    EXTENDER_SCORING               shared (Eq. 1-2 played forward with interference, default)
-                                   or paper (Eq. 1-2 as published: delays added)
+    EXTENDER_SCORING               marginal (default: Eq. 1-2 played forward with the
+                                   collocation slowdown, charging the job's own completion
+                                   plus the delay it adds to the jobs already on the GPU),
+                                   shared (own completion only) or paper (Eq. 1-2 as
+                                   published: delays added)
     EXTENDER_NODE_WATCH            1 (default) to watch nodes through the API when a cluster
                                    is reachable, 0 to rely on request bodies only
     EXTENDER_LOG_LEVEL             INFO (default), DEBUG, WARNING, ...
@@ -40,7 +43,7 @@ from pathlib import Path
 from extender.core import Limits
 
 BIND_MODES = ("api", "record")
-SCORING_MODES = ("shared", "paper")
+SCORING_MODES = ("marginal", "shared", "paper")
 
 
 class SettingsError(ValueError):
@@ -60,7 +63,7 @@ class Settings:
     max_body_bytes: int = 32 * 1024 * 1024
     redis_timeout_s: float = 1.0
     estimator_design: str = "ours"
-    scoring: str = "shared"
+    scoring: str = "marginal"
     node_watch: bool = True
     log_level: str = "INFO"
     bind_address: str = "0.0.0.0:8888"
@@ -88,7 +91,7 @@ class Settings:
             redis_timeout_s=_number(env, "EXTENDER_REDIS_TIMEOUT_S", 1.0, float, 0.05, 60),
             estimator_design=_choice(env, "EXTENDER_ESTIMATOR_DESIGN", "ours",
                                      ("ours", "paper-rfr")),
-            scoring=_choice(env, "EXTENDER_SCORING", "shared", SCORING_MODES),
+            scoring=_choice(env, "EXTENDER_SCORING", "marginal", SCORING_MODES),
             node_watch=_choice(env, "EXTENDER_NODE_WATCH", "1", ("0", "1")) == "1",
             log_level=get("EXTENDER_LOG_LEVEL", "INFO").upper(),
             bind_address=get("EXTENDER_BIND_ADDRESS", "0.0.0.0:8888"),

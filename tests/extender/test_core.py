@@ -43,10 +43,15 @@ def test_scores_prefer_the_sooner_completion() -> None:
     busy = _node("busy", [[_job("long", 1000, 3600, started=100)]])
     idle = _node("idle", [[]])
     snap = ClusterSnapshot(now=200.0, nodes={"busy": busy, "idle": idle})
-    scores = core.score_nodes(snap, {"RTX-3090": core.Need(1000, 600)}, LIMITS, alpha=0.47)
-    assert scores["idle"] == 1.0 and 0 < scores["busy"] < 1.0
-    paper = core.score_nodes(snap, {"RTX-3090": core.Need(1000, 600)}, LIMITS, alpha=None)
+    need = {"RTX-3090": core.Need(1000, 600)}
+    for mode in ("marginal", "shared"):
+        scores = core.score_nodes(snap, need, LIMITS, scoring.CostModel(mode, 0.47))
+        assert scores["idle"] == 1.0 and 0 < scores["busy"] < 1.0
+    paper = core.score_nodes(snap, need, LIMITS, scoring.CostModel("paper"))
     assert paper["busy"] == pytest.approx(600 / (3500 + 600))  # Eq. 1-2: delay added
+    # Marginal: own 600 s at speed 1/1.47 (882 s) plus the 282 s it delays the long job.
+    marginal = core.score_nodes(snap, need, LIMITS, scoring.CostModel("marginal", 0.47))
+    assert marginal["busy"] == pytest.approx(600 / (882 + 282))
 
 
 def test_shared_completion_hand_computed() -> None:
@@ -57,3 +62,10 @@ def test_shared_completion_hand_computed() -> None:
     assert scoring.shared_completion_s(10, [100], 1.0) == pytest.approx(20)
     assert scoring.remaining_s(_job("a", 1, 100, started=50), now=80) == 70
     assert scoring.remaining_s(_job("a", 1, 100), now=80) == 100
+
+
+def test_marginal_cost_hand_computed() -> None:
+    assert scoring.completion_times_s([10, 4], 0.5) == pytest.approx([6, 12])
+    assert scoring.marginal_cost_s(10, [], 0.5) == 10
+    # Alone the 4 s job ends at 4; with us it ends at 6 (+2) and we end at 12: cost 14.
+    assert scoring.marginal_cost_s(10, [4], 0.5) == pytest.approx(14)
