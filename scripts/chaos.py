@@ -248,7 +248,8 @@ def race(replicas: Replicas, redis: EmbeddedRedis, binds: int, seed: int) -> dic
         while True:
             with lock:
                 i = next(cursor)
-            if i >= len(pods) and not fault_thread.is_alive():
+            enough = i >= len(pods) and stats["bind_attempts"] >= binds
+            if (enough or i >= 4 * len(pods)) and not fault_thread.is_alive():
                 return
             attempt(pods[i] if i < len(pods) else pod(True, rng))
 
