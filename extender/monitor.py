@@ -37,7 +37,7 @@ from estimator.predict import Estimator, Job
 from extender import core, logs
 from extender.annotations import AnnotationError, parse_demand
 from extender.metrics import ADOPTIONS, OOM_KILLS, RELEASES
-from extender.model import GPU, MODEL, PREDICTED_S, RESERVED_MIB, JobRecord
+from extender.model import GPU, MODEL, PREDICTED_S, RESERVED_MIB, JobRecord, NodeState
 from extender.settings import Settings
 from extender.store import RedisStore
 
@@ -172,7 +172,10 @@ class Monitor:
         })  # fmt: skip
 
     def _adopt(self, facts: PodFacts) -> None:
-        record = self._recorded(facts) or self._estimated(facts)
+        base = self._base(facts)
+        node = self.store.snapshot({facts.node: None}, self.clock()).nodes[facts.node]
+        record = None if base is None else (self._recorded(facts, base, node)
+                                            or self._estimated(facts, base, node))
         if record is None:
             ADOPTIONS.labels("failed").inc()
             return
@@ -182,6 +185,7 @@ class Monitor:
                                              "node": facts.node, "status": status})
 
     def _base(self, facts: PodFacts) -> dict[str, Any] | None:
+        """The record's fields every adoption shares (None: annotations a user must fix)."""
         try:
             demand = parse_demand(facts.uid, facts.name, facts.namespace, facts.annotations)
         except AnnotationError as exc:
@@ -196,26 +200,24 @@ class Monitor:
                 "reserved_at": facts.created_at or self.clock(),
                 "started_at": facts.running_since, "batch": demand.batch, "units": demand.units}
 
-    def _recorded(self, facts: PodFacts) -> JobRecord | None:
+    @staticmethod
+    def _recorded(facts: PodFacts, base: dict[str, Any], node: NodeState) -> JobRecord | None:
         """The reservation as the extender wrote it on the pod at bind time."""
         values = [facts.annotations.get(k) for k in (GPU, RESERVED_MIB, PREDICTED_S)]
         try:
             gpu, mib, predicted = int(values[0]), float(values[1]), float(values[2])
         except (TypeError, ValueError):
             return None
-        base = self._base(facts)
-        if base is None or gpu < 0 or mib <= 0:
+        if gpu < 0 or mib <= 0:
             return None
-        layout = self.store.snapshot({facts.node: None}, self.clock()).nodes[facts.node].gpus
-        gpu_type = core.type_of(layout) if layout else ""
+        gpu_type = core.type_of(node.gpus) if node.gpus else ""
         return JobRecord(**base, gpu_index=gpu, reserved_mib=mib, predicted_s=predicted,
                          gpu_type=gpu_type)
 
-    def _estimated(self, facts: PodFacts) -> JobRecord | None:
+    def _estimated(self, facts: PodFacts, base: dict[str, Any],
+                   node: NodeState) -> JobRecord | None:
         """No reservation recorded on the pod: estimate it on the node's roomiest GPU."""
-        base = self._base(facts)
-        node = self.store.snapshot({facts.node: None}, self.clock()).nodes[facts.node]
-        if base is None or node.gpus is None or not node.gpu_states or self.estimator is None:
+        if node.gpus is None or not node.gpu_states or self.estimator is None:
             log.warning("cannot account a bound pod: node layout or estimator unknown",
                         extra={"pod_uid": facts.uid, "node": facts.node})
             return None
@@ -257,6 +259,7 @@ def main() -> int:
         return 2
     url = settings.redis_url or EmbeddedRedis(settings.state_dir.resolve() / "redis").url
     store = RedisStore.from_url(url, settings.redis_timeout_s)
+
     def warn(facts: PodFacts, reason: str, message: str) -> None:
         kube.pod_event(facts.namespace, facts.name, facts.uid, reason, message)
 

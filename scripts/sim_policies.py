@@ -23,7 +23,6 @@ from werkzeug.serving import make_server
 
 import logging
 
-from estimator.catalogue import CATALOGUE
 from extender.app import create_app
 from extender.monitor import Monitor
 from extender.settings import Settings
@@ -168,7 +167,3 @@ class ExtenderPolicy:
         pod["status"] = {"phase": "Failed" if oom else "Succeeded", "containerStatuses": [
             {"name": "main", "restartCount": 0, "state": {"terminated": terminated}}]}
         self.monitor.on_event("MODIFIED", pod)
-
-
-def known_product(gpu_type: str) -> str:
-    return CATALOGUE[gpu_type].products[0]
