@@ -6,17 +6,23 @@
 * `score_nodes` (Eq. 1-2): expected completion on the node's best GPU,
   normalised so the soonest scores 1.
 * `reservation_candidates`: the GPUs bind should try, best fit first.
+* `held_gpus`: starvation guard. A pod that fit nowhere waits; the GPU where it
+  will fit soonest is held for it: other jobs go there only if both fit, so a
+  stream of small jobs cannot keep a large one out forever (the reservation of
+  backfilling schedulers, in memory rather than time).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from extender import scoring
-from extender.model import ClusterSnapshot, GpuState, NodeGpus, NodeState, Verdict
+from extender.model import ClusterSnapshot, GpuState, NodeGpus, NodeState, Verdict, Waiter
 
 UNKNOWN_TYPE = "unknown"
+NO_HOLDS: Mapping[tuple[str, int], Hold] = {}
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,14 @@ class Limits:
         return min(limit, gpus.share_slots) if gpus.share_slots > 0 else limit
 
 
+@dataclass(frozen=True)
+class Hold:
+    """A GPU kept for a waiting pod: `padded_mib` of it stays free for that pod."""
+
+    uid: str
+    padded_mib: float
+
+
 def type_of(gpus: NodeGpus) -> str:
     return gpus.gpu_type or UNKNOWN_TYPE
 
@@ -47,14 +61,71 @@ def _label(gpus: NodeGpus) -> str:
     return gpus.gpu_type or gpus.product
 
 
-def usable_gpus(node: NodeState, need: Need, limit: int) -> list[GpuState]:
-    """GPUs that can take the job now, best fit (least free memory left) first."""
+def _room(gpu: GpuState, need: Need, limit: int, hold: Hold | None) -> bool:
+    if hold is None:
+        return len(gpu.jobs) < limit and need.padded_mib <= gpu.free_mib
+    return len(gpu.jobs) + 1 < limit and need.padded_mib + hold.padded_mib <= gpu.free_mib
+
+
+def usable_gpus(node: NodeState, need: Need, limit: int,
+                holds: Mapping[tuple[str, int], Hold] = NO_HOLDS) -> list[GpuState]:
+    """GPUs that can take the job now, best fit (least free memory left) first. A held
+    GPU takes it only beside the memory and slot kept for its waiter."""
     fitting = [g for g in node.gpu_states
-               if len(g.jobs) < limit and need.padded_mib <= g.free_mib]  # fmt: skip
+               if _room(g, need, limit, holds.get((g.node, g.index)))]  # fmt: skip
     return sorted(fitting, key=lambda g: (g.free_mib - need.padded_mib, g.index))
 
 
-def node_verdict(node: NodeState, needs: Mapping[str, Need], limits: Limits) -> Verdict:
+def held_gpus(snapshot: ClusterSnapshot, limits: Limits, alpha: float, uid: str,
+              max_holds: int, after_s: float = 0.0) -> dict[tuple[str, int], Hold]:
+    """GPUs held for the waiters older than pod `uid` that have waited `after_s` or more,
+    oldest first, one GPU each: the one among the snapshot's nodes where the waiter fits
+    soonest (then runs fastest)."""
+    holds: dict[tuple[str, int], Hold] = {}
+    due = [w for w in _ahead_of(snapshot.waiting, uid) if snapshot.now - w.since >= after_s]
+    for waiter in due[:max_holds]:
+        best: tuple[float, float, tuple[str, int]] | None = None
+        for node in snapshot.nodes.values():
+            gpus = node.gpus
+            if gpus is None or not node.gpu_states or type_of(gpus) not in waiter.needs:
+                continue
+            mib, seconds = waiter.needs[type_of(gpus)]
+            limit = limits.for_node(gpus)
+            for gpu in node.gpu_states:
+                if (node.name, gpu.index) in holds:
+                    continue
+                wait = scoring.wait_until_fits_s(gpu, mib, limit, snapshot.now, alpha)
+                if wait < math.inf and (best is None or (wait, seconds) < best[:2]):
+                    best = (wait, seconds, (node.name, gpu.index))
+        if best is not None:
+            holds[best[2]] = Hold(waiter.uid, waiter.needs[_type_at(snapshot, best[2])][0])
+    return holds
+
+
+def held_from(node: NodeState, need: Need, limits: Limits,
+              holds: Mapping[tuple[str, int], Hold]) -> list[int]:
+    """The node's GPUs that a hold keeps from this job (bind must not pick them)."""
+    if not holds or node.gpus is None:
+        return []
+    limit = limits.for_node(node.gpus)
+    return [g.index for g in node.gpu_states
+            if (hold := holds.get((node.name, g.index))) and not _room(g, need, limit, hold)]
+
+
+def _ahead_of(waiting: tuple[Waiter, ...], uid: str) -> list[Waiter]:
+    """Waiters served before `uid`: all others, or only the older ones if it waits too."""
+    own = next((w.since for w in waiting if w.uid == uid), math.inf)
+    return [w for w in waiting if w.uid != uid and w.since <= own]
+
+
+def _type_at(snapshot: ClusterSnapshot, gpu: tuple[str, int]) -> str:
+    layout = snapshot.nodes[gpu[0]].gpus
+    assert layout is not None
+    return type_of(layout)
+
+
+def node_verdict(node: NodeState, needs: Mapping[str, Need], limits: Limits,
+                 holds: Mapping[tuple[str, int], Hold] = NO_HOLDS) -> Verdict:
     gpus = node.gpus
     if gpus is None:
         return Verdict(False, "node unknown to the extender: no GPU layout in the "
@@ -67,9 +138,15 @@ def node_verdict(node: NodeState, needs: Mapping[str, Need], limits: Limits) -> 
         return Verdict(False, f"needs {need.padded_mib:.0f} MiB padded, more than "
                        f"the {gpus.memory_mib} MiB of one {label}", unresolvable=True)
     limit = limits.for_node(gpus)
-    fitting = usable_gpus(node, need, limit)
+    fitting = usable_gpus(node, need, limit, holds)
     if fitting:
         return Verdict(True, gpu_index=fitting[0].index)
+    held = [g for g in node.gpu_states if (node.name, g.index) in holds
+            and _room(g, need, limit, None)]  # fmt: skip
+    if held:
+        hold = holds[node.name, held[0].index]
+        return Verdict(False, f"GPU {held[0].index} ({label}) is held for an older waiting pod "
+                       f"({hold.uid}, {hold.padded_mib:.0f} MiB); the job does not fit beside it")
     roomiest = max(node.gpu_states, key=lambda g: (len(g.jobs) < limit, g.free_mib))
     if len(roomiest.jobs) >= limit:
         return Verdict(False, f"collocation limit {limit} reached on every GPU "
@@ -78,55 +155,60 @@ def node_verdict(node: NodeState, needs: Mapping[str, Need], limits: Limits) -> 
                    f"{roomiest.free_mib:.0f} MiB free on GPU {roomiest.index} ({label})")
 
 
-def filter_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need],
-                 limits: Limits) -> dict[str, Verdict]:
+def filter_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: Limits,
+                 holds: Mapping[tuple[str, int], Hold] = NO_HOLDS) -> dict[str, Verdict]:
     """Verdict per node; idle nodes of one layout are judged once (most of a large cluster)."""
+    held_nodes = {node for node, _ in holds}
     by_layout: dict[NodeGpus | None, Verdict] = {}
     verdicts = {}
     for name, node in snapshot.nodes.items():
-        if node.idle:
+        if node.idle and name not in held_nodes:
             verdict = by_layout.get(node.gpus)
             if verdict is None:
                 verdict = by_layout[node.gpus] = node_verdict(node, needs, limits)
         else:
-            verdict = node_verdict(node, needs, limits)
+            verdict = node_verdict(node, needs, limits, holds)
         verdicts[name] = verdict
     return verdicts
 
 
 def node_jct_s(node: NodeState, needs: Mapping[str, Need], limits: Limits, now: float,
-               cost: scoring.CostModel) -> float | None:
+               cost: scoring.CostModel,
+               holds: Mapping[tuple[str, int], Hold] = NO_HOLDS) -> float | None:
     """Expected completion on the node's best GPU; None when no GPU can take the job now."""
     if node.gpus is None or node.gpus.count == 0 or node.gpus.problem:
         return None
     need = needs[type_of(node.gpus)]
-    fitting = usable_gpus(node, need, limits.for_node(node.gpus))
+    fitting = usable_gpus(node, need, limits.for_node(node.gpus), holds)
     if not fitting:
         return None
     return min(cost.cost_s(g, need.predicted_s, now) for g in fitting)
 
 
 def score_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: Limits,
-                cost: scoring.CostModel) -> dict[str, float]:
+                cost: scoring.CostModel,
+                holds: Mapping[tuple[str, int], Hold] = NO_HOLDS) -> dict[str, float]:
     """Scores in [0, 1] for the nodes that can take the job (others score 0)."""
+    held_nodes = {node for node, _ in holds}
     idle_jct: dict[NodeGpus | None, float | None] = {}
     jct: dict[str, float] = {}
     for name, node in snapshot.nodes.items():
-        if node.idle:
+        if node.idle and name not in held_nodes:
             if node.gpus not in idle_jct:
                 idle_jct[node.gpus] = node_jct_s(node, needs, limits, snapshot.now, cost)
             value = idle_jct[node.gpus]
         else:
-            value = node_jct_s(node, needs, limits, snapshot.now, cost)
+            value = node_jct_s(node, needs, limits, snapshot.now, cost, holds)
         if value is not None:
             jct[name] = value
     scores = scoring.normalise(jct)
     return {name: scores.get(name, 0.0) for name in snapshot.nodes}
 
 
-def reservation_candidates(node: NodeState, need: Need,
-                           limits: Limits) -> list[tuple[int, float, int]]:
-    """(gpu index, capacity MiB, limit) for every GPU of the node, best fit first.
+def reservation_candidates(node: NodeState, need: Need, limits: Limits,
+                           avoid: frozenset[int] = frozenset()) -> list[tuple[int, float, int]]:
+    """(gpu index, capacity MiB, limit) for the node's GPUs, best fit first; `avoid`:
+    GPUs filter found held for a waiter with no room beside it (left out).
 
     The store re-checks room atomically, so a GPU filled meanwhile is skipped there.
     """
@@ -134,4 +216,5 @@ def reservation_candidates(node: NodeState, need: Need,
     limit = limits.for_node(node.gpus)
     order = usable_gpus(node, need, limit)
     rest = [g for g in node.gpu_states if g not in order]
-    return [(g.index, float(g.capacity_mib), limit) for g in (*order, *rest)]
+    return [(g.index, float(g.capacity_mib), limit) for g in (*order, *rest)
+            if g.index not in avoid]

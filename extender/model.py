@@ -6,6 +6,7 @@ instants.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -131,12 +132,27 @@ class NodeState:
         object.__setattr__(self, "idle", not any(g.jobs for g in self.gpu_states))
 
 
+class Waiter(NamedTuple):
+    """An annotated pod that fit nowhere when last filtered, waiting for room.
+
+    `needs`: GPU type -> (padded MiB, predicted seconds alone), as its filter estimated.
+    `since`: when it was first refused (waiters are served oldest first).
+    """
+
+    uid: str
+    since: float
+    needs: Mapping[str, tuple[float, float]]
+
+
 @dataclass(frozen=True)
 class ClusterSnapshot:
-    """A frozen read of the nodes a request names: decisions read this, never live keys."""
+    """A frozen read of the nodes a request names: decisions read this, never live keys.
+
+    `waiting`: live waiters, oldest first."""
 
     now: float
     nodes: dict[str, NodeState] = field(default_factory=dict)
+    waiting: tuple[Waiter, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ short job beside a long one is charged only for the overlap.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -61,6 +62,24 @@ def marginal_cost_s(work_s: float, others_s: Iterable[float], alpha: float) -> f
     growth of the GPU's total completion time (what a placement costs the cluster)."""
     others = [w for w in others_s if w > 0]
     return sum(completion_times_s([*others, work_s], alpha)) - sum(completion_times_s(others, alpha))
+
+
+def wait_until_fits_s(gpu: GpuState, need_mib: float, limit: int, now: float,
+                      alpha: float) -> float:
+    """Seconds until the jobs on `gpu`, ending in completion order, leave room for
+    `need_mib` below `limit` jobs (0: room now; inf: the card is too small)."""
+    if need_mib > gpu.capacity_mib:
+        return math.inf
+    free, count = gpu.free_mib, len(gpu.jobs)
+    if free >= need_mib and count < limit:
+        return 0.0
+    left = sorted(((max(remaining_s(j, now), 1e-6), j.reserved_mib) for j in gpu.jobs))
+    for (_, mib), ends_s in zip(left, completion_times_s([w for w, _ in left], alpha),
+                                strict=True):
+        free, count = free + mib, count - 1
+        if free >= need_mib and count < limit:
+            return ends_s
+    return math.inf
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ from extender import core, scoring
 from extender.annotations import AnnotationError, parse_demand
 from extender.errors import Conflict
 from extender.model import (
-    GPU, PREDICTED_S, RESERVED_MIB, JobRecord, NodeGpus, PodDemand, Verdict,
+    GPU, PREDICTED_S, RESERVED_MIB, ClusterSnapshot, JobRecord, NodeGpus, PodDemand, Verdict,
+    Waiter,
 )  # fmt: skip
 from extender.settings import Settings
 from extender.store import RedisStore
@@ -69,14 +70,40 @@ class Scheduler:
             needs = self._needs(demand, snapshot.nodes.values())
         except EstimatorError as exc:
             return FilterOutcome(_refuse_all(nodes, str(exc)))
-        verdicts = core.filter_nodes(snapshot, needs, self.settings.collocation)
+        limits = self.settings.collocation
+        holds = self._holds(snapshot, pod.uid)
+        verdicts = core.filter_nodes(snapshot, needs, limits, holds)
+        passing = [n for n, v in verdicts.items() if v.fits]
+        if not passing and not all(v.unresolvable for v in verdicts.values()):
+            self._wait(pod.uid, snapshot, needs)
         # Bind gets no node objects: keep the layouts that came in the request (full mode);
-        # in names mode they are in the store already.
-        layouts = {n: nodes[n].as_row() for n, v in verdicts.items()
-                   if v.fits and nodes[n] is not None}  # fmt: skip
-        self.store.put_demand(pod.uid, {"demand": asdict(demand), "layouts": layouts},
-                              self.settings.demand_ttl_s)
+        # in names mode they are in the store already. `held`: GPUs bind must leave alone.
+        layouts = {n: nodes[n].as_row() for n in passing if nodes[n] is not None}
+        held = {}
+        for name in passing if holds else ():
+            node = snapshot.nodes[name]
+            if blocked := core.held_from(node, needs[core.type_of(node.gpus)], limits, holds):
+                held[name] = blocked
+        self.store.put_demand(pod.uid, {"demand": asdict(demand), "layouts": layouts,
+                                        "held": held}, self.settings.demand_ttl_s)
         return FilterOutcome(verdicts)
+
+    def _holds(self, snapshot: ClusterSnapshot,
+               uid: str) -> dict[tuple[str, int], core.Hold]:
+        if not snapshot.waiting or not self.settings.hold_for:
+            return {}
+        return core.held_gpus(snapshot, self.settings.collocation,
+                              self.settings.interference_alpha, uid, self.settings.hold_for,
+                              self.settings.hold_after_s)
+
+    def _wait(self, uid: str, snapshot: ClusterSnapshot,
+              needs: Mapping[str, core.Need]) -> None:
+        """Record a pod that fits nowhere now, keeping when it was first refused."""
+        if not self.settings.hold_for:
+            return
+        since = next((w.since for w in snapshot.waiting if w.uid == uid), snapshot.now)
+        waiter = Waiter(uid, since, {t: (n.padded_mib, n.predicted_s) for t, n in needs.items()})
+        self.store.put_waiter(waiter, snapshot.now, snapshot.now + self.settings.wait_ttl_s)
 
     def prioritize(self, pod: PodInfo, nodes: Mapping[str, NodeGpus | None]) -> dict[str, float]:
         """Scores in [0, 1]; every node 0 for pass-through or unestimable pods."""
@@ -91,7 +118,8 @@ class Scheduler:
             needs = self._needs(demand, snapshot.nodes.values())
         except EstimatorError:
             return dict.fromkeys(nodes, 0.0)
-        return core.score_nodes(snapshot, needs, self.settings.collocation, self.cost)
+        return core.score_nodes(snapshot, needs, self.settings.collocation, self.cost,
+                                self._holds(snapshot, pod.uid))
 
     def bind(self, uid: str, name: str, namespace: str, node: str) -> dict[str, str]:
         """Reserve on the node's best GPU, create the Binding, confirm. Idempotent per UID.
@@ -127,7 +155,8 @@ class Scheduler:
             predicted_s=round(need.predicted_s, 3), state="reserved", reserved_at=now,
             gpu_type=core.type_of(state.gpus), batch=demand.batch, units=demand.units,
         )  # fmt: skip
-        candidates = core.reservation_candidates(state, need, self.settings.collocation)
+        candidates = core.reservation_candidates(state, need, self.settings.collocation,
+                                                 frozenset(stored.get("held", {}).get(node, ())))
         status, detail = self.store.reserve(record, candidates, now,
                                             self.settings.reservation_ttl_s)
         if status == "full":

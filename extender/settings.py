@@ -23,6 +23,16 @@ Environment variables (the manifests in k8s/ use exactly these names):
                                    plus the delay it adds to the jobs already on the GPU),
                                    shared (own completion only) or paper (Eq. 1-2 as
                                    published: delays added)
+    EXTENDER_HOLD_FOR              waiting pods (fit nowhere, oldest first) that each get
+                                   the GPU where they fit soonest held for them: others go
+                                   there only if both fit (default 1, the queue head as in
+                                   EASY backfilling; 0 disables holds)
+    EXTENDER_HOLD_AFTER_S          a pod holds a GPU only once it has waited this long
+                                   (default 300: one kube-scheduler retry period; like
+                                   Slurm's bf_min_age_reserve)
+    EXTENDER_WAIT_TTL_S            a waiting pod not filtered again for this long stops
+                                   holding (default 600; kube-scheduler retries refused
+                                   pods at least every 5 minutes)
     EXTENDER_NODE_WATCH            1 (default) to watch nodes through the API when a cluster
                                    is reachable, 0 to rely on request bodies only
     EXTENDER_LOG_LEVEL             INFO (default), DEBUG, WARNING, ...
@@ -64,6 +74,9 @@ class Settings:
     redis_timeout_s: float = 1.0
     estimator_design: str = "ours"
     scoring: str = "marginal"
+    hold_for: int = 1
+    hold_after_s: float = 300.0
+    wait_ttl_s: float = 600.0
     node_watch: bool = True
     log_level: str = "INFO"
     bind_address: str = "0.0.0.0:8888"
@@ -92,6 +105,9 @@ class Settings:
             estimator_design=_choice(env, "EXTENDER_ESTIMATOR_DESIGN", "ours",
                                      ("ours", "paper-rfr")),
             scoring=_choice(env, "EXTENDER_SCORING", "marginal", SCORING_MODES),
+            hold_for=_number(env, "EXTENDER_HOLD_FOR", 1, int, 0, 64),
+            hold_after_s=_number(env, "EXTENDER_HOLD_AFTER_S", 300.0, float, 0, 7 * 86400),
+            wait_ttl_s=_number(env, "EXTENDER_WAIT_TTL_S", 600.0, float, 10, 86400),
             node_watch=_choice(env, "EXTENDER_NODE_WATCH", "1", ("0", "1")) == "1",
             log_level=get("EXTENDER_LOG_LEVEL", "INFO").upper(),
             bind_address=get("EXTENDER_BIND_ADDRESS", "0.0.0.0:8888"),

@@ -20,6 +20,9 @@ Key layout (human readable; every key is built by the helpers below):
     st:observations         stream  finished runs (model, task, batch, units, gpu_type,
                                     seconds, oom, outcome)
     st:ooms                 set     OOM kills seen, one member per pod/container/restart
+    st:waiting              hash    pod UID -> JSON waiter: since, expires_at, needs
+                                    ({gpu type: [padded MiB, predicted s]}) for annotated
+                                    pods that fit nowhere (removed on bind or release)
 
 Reserved MiB and job counts are never stored as counters: every read and the
 reservation itself derive them from the queue members' job hashes, so nothing
@@ -43,7 +46,7 @@ import orjson
 import redis
 
 from extender.errors import StoreUnavailable
-from extender.model import ClusterSnapshot, JobRecord, NodeGpus, QueuedJob
+from extender.model import ClusterSnapshot, JobRecord, NodeGpus, QueuedJob, Waiter
 from extender.queue_mirror import QueueMirror
 
 NODES_KEY = "st:nodes"
@@ -54,6 +57,7 @@ EPOCH_KEY = "st:epoch"
 JOBS_KEY = "st:jobs"
 OBSERVATIONS_KEY = "st:observations"
 OOMS_KEY = "st:ooms"
+WAITING_KEY = "st:waiting"
 OBSERVATIONS_MAXLEN = 100_000
 
 
@@ -94,7 +98,10 @@ local uid = fields.uid
 local current = redis.call('HGET', KEYS[1], 'queue')
 if current then
   local exp = tonumber(redis.call('HGET', KEYS[1], 'expires_at'))
-  if exp == 0 or exp > now then return {'exists', current} end
+  if exp == 0 or exp > now then
+    redis.call('HDEL', 'st:waiting', uid)
+    return {'exists', current}
+  end
   redis.call('ZREM', current, uid)
   redis.call('DEL', KEYS[1])
   touch(current)
@@ -127,6 +134,7 @@ for c = 3, #KEYS do
     redis.call('ZADD', KEYS[c], now, uid)
     redis.call('ZADD', KEYS[2], now, uid)
     touch(KEYS[c])
+    redis.call('HDEL', 'st:waiting', uid)
     return {'reserved', KEYS[c]}
   end
   table.insert(report, index .. ':' .. used .. ':' .. count)
@@ -137,7 +145,7 @@ return {'full', table.concat(report, ',')}
 _CHANGES = """
 local since = ARGV[1]
 local out = {redis.call('GET', 'st:epoch') or '', redis.call('GET', 'st:rev') or '0',
-             redis.call('GET', KEYS[1]) or '0'}
+             redis.call('GET', KEYS[1]) or '0', redis.call('HVALS', 'st:waiting')}
 for _, queue in ipairs(redis.call('ZRANGEBYSCORE', 'st:changed', '(' .. since, '+inf')) do
   local rows = {}
   for _, uid in ipairs(redis.call('ZRANGE', queue, 0, -1)) do
@@ -154,6 +162,19 @@ end
 return out
 """
 
+_WAIT = """
+local now = tonumber(ARGV[2])
+local all = redis.call('HGETALL', KEYS[1])
+for i = 1, #all, 2 do
+  local ok, entry = pcall(cjson.decode, all[i + 1])
+  if not ok or type(entry) ~= 'table' or (tonumber(entry.expires_at) or 0) <= now then
+    redis.call('HDEL', KEYS[1], all[i])
+  end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1
+"""
+
 _CONFIRM = _LIVE + """
 if redis.call('HGET', KEYS[1], 'queue') ~= ARGV[1] then return 0 end
 local exp = tonumber(redis.call('HGET', KEYS[1], 'expires_at'))
@@ -164,6 +185,7 @@ return 1
 """
 
 _RELEASE = _LIVE + """
+redis.call('HDEL', 'st:waiting', ARGV[1])
 local queue = redis.call('HGET', KEYS[1], 'queue')
 if not queue then return nil end
 local record = redis.call('HGETALL', KEYS[1])
@@ -186,6 +208,7 @@ return 1
 
 _ADOPT = _LIVE + """
 local fields = cjson.decode(ARGV[1])
+redis.call('HDEL', 'st:waiting', fields.uid)
 local current = redis.call('HGET', KEYS[1], 'queue')
 if current == KEYS[3] then
   if tonumber(redis.call('HGET', KEYS[1], 'expires_at')) > 0 then
@@ -220,6 +243,7 @@ class RedisStore:
         self._release = client.register_script(_RELEASE)
         self._mark_running = client.register_script(_MARK_RUNNING)
         self._adopt = client.register_script(_ADOPT)
+        self._wait = client.register_script(_WAIT)
         self._layout_cache: tuple[str | None, dict[str, NodeGpus]] = (None, {})
         self._mirror = QueueMirror()
         self._mirror_lock = threading.Lock()
@@ -236,24 +260,24 @@ class RedisStore:
     def snapshot(self, nodes: Mapping[str, NodeGpus | None], now: float) -> ClusterSnapshot:
         """Queues of the named nodes. A layout of None is read from the node watcher's hash."""
         with self._mirror_lock:
-            nodes_rev = self._sync_mirror()
+            nodes_rev, waiting = self._sync_mirror()
             watched = self._layouts(nodes_rev) if None in nodes.values() else {}
             mirror = self._mirror
             states = {name: mirror.node_state(name, layout or watched.get(name), now)
                       for name, layout in nodes.items()}  # fmt: skip
-        return ClusterSnapshot(now=now, nodes=states)
+        return ClusterSnapshot(now=now, nodes=states, waiting=_live_waiters(waiting, now))
 
-    def _sync_mirror(self) -> str:
+    def _sync_mirror(self) -> tuple[str, list[str]]:
         """Bring the mirror up to date: one script call returning only what changed.
 
-        Returns the node layouts' rev read in the same call."""
+        Returns the node layouts' rev and the raw waiters, read in the same call."""
         mirror = self._mirror
-        epoch, rev, nodes_rev, *changed = self._call(self._changes, keys=[NODES_REV_KEY],
-                                                     args=[mirror.rev])
+        epoch, rev, nodes_rev, waiting, *changed = self._call(
+            self._changes, keys=[NODES_REV_KEY], args=[mirror.rev])
         if epoch != mirror.epoch or int(rev) < mirror.rev:
             mirror.reset(epoch)
-            _, rev, nodes_rev, *changed = self._call(self._changes, keys=[NODES_REV_KEY],
-                                                     args=[0])
+            _, rev, nodes_rev, waiting, *changed = self._call(
+                self._changes, keys=[NODES_REV_KEY], args=[0])
         updates = []
         for queue, rows in zip(changed[::2], changed[1::2], strict=True):
             node, _, index = queue.removeprefix("st:gpu:").rpartition(":")
@@ -262,7 +286,7 @@ class RedisStore:
                          for i in range(0, len(rows), 5))  # fmt: skip
             updates.append((node, int(index), jobs))
         mirror.apply(int(rev), updates)
-        return nodes_rev
+        return nodes_rev, waiting
 
     def reserve(self, record: JobRecord, candidates: Iterable[tuple[int, float, int]],
                 now: float, ttl_s: float) -> tuple[str, str]:
@@ -358,6 +382,19 @@ class RedisStore:
         self._layout_cache = (new_rev or "0", layouts)
         return layouts
 
+    def put_waiter(self, waiter: Waiter, now: float, expires_at: float) -> None:
+        """Record (or refresh) a pod that fit nowhere; expired or unreadable waiters go."""
+        entry = {"uid": waiter.uid, "since": waiter.since, "expires_at": expires_at,
+                 "needs": waiter.needs}
+        self._call(self._wait, keys=[WAITING_KEY], args=[waiter.uid, now, orjson.dumps(entry)])
+
+    def drop_waiter(self, uid: str) -> None:
+        self._call(self._redis.hdel, WAITING_KEY, uid)
+
+    def waiters(self, now: float) -> tuple[Waiter, ...]:
+        """Live waiters, oldest first (for inspection; requests get them in the snapshot)."""
+        return _live_waiters(self._call(self._redis.hvals, WAITING_KEY), now)
+
     def put_demand(self, uid: str, demand: dict[str, Any], ttl_s: int) -> None:
         self._call(self._redis.set, demand_key(uid), orjson.dumps(demand), ex=ttl_s)
 
@@ -377,6 +414,21 @@ class RedisStore:
             return fn(*args, **kwargs)
         except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
             raise StoreUnavailable(f"state store unreachable ({exc}); retry") from exc
+
+
+def _live_waiters(raw: list[str], now: float) -> tuple[Waiter, ...]:
+    """Decoded waiters not yet expired, oldest first (a bad entry is skipped, not fatal)."""
+    waiters = []
+    for item in raw:
+        try:
+            entry = orjson.loads(item)
+            if float(entry["expires_at"]) <= now:
+                continue
+            needs = {str(t): (float(m), float(s)) for t, (m, s) in entry["needs"].items()}
+            waiters.append(Waiter(str(entry["uid"]), float(entry["since"]), needs))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+            continue
+    return tuple(sorted(waiters, key=lambda w: (w.since, w.uid)))
 
 
 def _layout_from_json(raw: str) -> NodeGpus | None:

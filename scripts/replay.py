@@ -149,7 +149,7 @@ def make_policy(name: str, nodes: list[SimNode], redis_url: str):  # noqa: ANN20
         return WholeGpuPolicy(name, heterogeneity_aware=True)
     if name == "schedtune-paper":
         return ExtenderPolicy(name, nodes, redis_url, estimator_design="paper-rfr",
-                              scoring="paper", collocation=Limits(4, {}))
+                              scoring="paper", collocation=Limits(4, {}), hold_for=0)
     return ExtenderPolicy(name, nodes, redis_url)
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from extender import core, scoring
-from extender.model import ClusterSnapshot, GpuState, NodeGpus, NodeState, QueuedJob
+from extender.model import ClusterSnapshot, GpuState, NodeGpus, NodeState, QueuedJob, Waiter
 
 LIMITS = core.Limits(default=4, per_type={"RTX-3090": 2})
 
@@ -69,3 +69,56 @@ def test_marginal_cost_hand_computed() -> None:
     assert scoring.marginal_cost_s(10, [], 0.5) == 10
     # Alone the 4 s job ends at 4; with us it ends at 6 (+2) and we end at 12: cost 14.
     assert scoring.marginal_cost_s(10, [4], 0.5) == pytest.approx(14)
+
+
+def test_wait_until_fits_hand_computed() -> None:
+    gpu = GpuState("n", 0, 24576, (_job("a", 10000, 100, started=50), _job("b", 10000, 30)))
+    now = 60.0
+    assert scoring.wait_until_fits_s(gpu, 4000, 4, now, 0.5) == 0  # 4576 MiB free now
+    # b (30 s left) and a (90 s left) share at speed 1/1.5: b ends at 45 s, freeing 14576.
+    assert scoring.wait_until_fits_s(gpu, 14000, 4, now, 0.5) == pytest.approx(45)
+    # a then runs alone: 60 s left at 45 s, ends at 105 s; the card is empty.
+    assert scoring.wait_until_fits_s(gpu, 20000, 4, now, 0.5) == pytest.approx(105)
+    assert scoring.wait_until_fits_s(gpu, 4000, 2, now, 0.5) == pytest.approx(45)  # slots
+    assert scoring.wait_until_fits_s(gpu, 30000, 4, now, 0.5) == float("inf")
+
+
+def _waiting_cluster(now: float, since: float) -> ClusterSnapshot:
+    """The big card is busy for 100 s more, the small one for 500 s; a 20 GB job waits."""
+    big = _node("big", [[_job("a", 16000, 200, started=now - 100)]])
+    small = _node("small", [[_job("b", 20000, 900, started=now - 400)]], memory=32768)
+    waiter = Waiter("w", since, {"RTX-3090": (20000.0, 300.0)})
+    return ClusterSnapshot(now=now, nodes={"big": big, "small": small}, waiting=(waiter,))
+
+
+def test_the_oldest_waiter_holds_the_gpu_where_it_fits_soonest() -> None:
+    snap = _waiting_cluster(now=1000.0, since=600.0)
+    holds = core.held_gpus(snap, LIMITS, 0.47, uid="p", max_holds=1, after_s=300)
+    assert holds == {("big", 0): core.Hold("w", 20000.0)}
+    # Too young to hold; and a waiter never holds against itself or an older pod.
+    assert core.held_gpus(snap, LIMITS, 0.47, "p", 1, after_s=500) == {}
+    assert core.held_gpus(snap, LIMITS, 0.47, "w", 1, after_s=0) == {}
+    assert core.held_gpus(snap, LIMITS, 0.47, "p", 0, after_s=0) == {}
+
+
+def test_a_held_gpu_takes_only_jobs_that_fit_beside_the_waiter() -> None:
+    snap = _waiting_cluster(now=1000.0, since=600.0)
+    holds = core.held_gpus(snap, LIMITS, 0.47, "p", 1, after_s=300)
+    small_job = {"RTX-3090": core.Need(4000, 50)}  # fits the 8576 MiB free on big
+    tiny_job = {"RTX-3090": core.Need(500, 50)}  # 500 + 20000 > 8576 free: not beside it
+    free = core.filter_nodes(snap, small_job, LIMITS)
+    assert free["big"].fits
+    held = core.filter_nodes(snap, small_job, LIMITS, holds)
+    assert not held["big"].fits and not held["big"].unresolvable
+    assert "held for an older waiting pod (w, 20000 MiB)" in held["big"].reason
+    assert held["small"].fits  # 12768 free there, and no hold
+    assert core.held_from(snap.nodes["big"], small_job["RTX-3090"], LIMITS, holds) == [0]
+    scores = core.score_nodes(snap, tiny_job, LIMITS, scoring.CostModel(), holds)
+    assert scores["big"] == 0 and scores["small"] == 1.0
+    # An empty held card still has room beside the waiter for a small job.
+    empty = ClusterSnapshot(now=1000.0, nodes={"big": _node("big", [[]])},
+                            waiting=snap.waiting)
+    holds = core.held_gpus(empty, LIMITS, 0.47, "p", 1, after_s=300)
+    assert core.filter_nodes(empty, small_job, LIMITS, holds)["big"].fits
+    assert not core.filter_nodes(empty, {"RTX-3090": core.Need(5000, 1)}, LIMITS,
+                                 holds)["big"].fits
