@@ -137,11 +137,13 @@ class Waiter(NamedTuple):
 
     `needs`: GPU type -> (padded MiB, predicted seconds alone), as its filter estimated.
     `since`: when it was first refused (waiters are served oldest first).
+    `pod`: namespace/name, for operators.
     """
 
     uid: str
     since: float
     needs: Mapping[str, tuple[float, float]]
+    pod: str = ""
 
 
 @dataclass(frozen=True)

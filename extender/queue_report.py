@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from extender import core, scoring
-from extender.model import JobRecord, NodeGpus, QueuedJob
+from extender.model import JobRecord, NodeGpus, QueuedJob, Waiter
 
 
 def queue_report(layouts: Mapping[str, NodeGpus], jobs: Iterable[JobRecord],
@@ -51,3 +51,11 @@ def queue_report(layouts: Mapping[str, NodeGpus], jobs: Iterable[JobRecord],
             "memory_mib": layout.memory_mib, "share_slots": layout.share_slots,
             "problem": layout.problem}, "gpus": gpus})
     return report
+
+
+def waiting_report(waiters: Iterable[Waiter], now: float) -> list[dict[str, Any]]:
+    """Pods that fit nowhere when last filtered, oldest first, with what they need per type."""
+    return [{"pod": w.pod, "uid": w.uid, "waiting_s": round(now - w.since, 1),
+             "needs": {t: {"padded_mib": round(mib, 1), "predicted_s": round(s, 1)}
+                       for t, (mib, s) in sorted(w.needs.items())}}
+            for w in waiters]

@@ -75,7 +75,7 @@ class Scheduler:
         verdicts = core.filter_nodes(snapshot, needs, limits, holds)
         passing = [n for n, v in verdicts.items() if v.fits]
         if not passing and not all(v.unresolvable for v in verdicts.values()):
-            self._wait(pod.uid, snapshot, needs)
+            self._wait(pod, snapshot, needs)
         # Bind gets no node objects: keep the layouts that came in the request (full mode);
         # in names mode they are in the store already. `held`: GPUs bind must leave alone.
         layouts = {n: nodes[n].as_row() for n in passing if nodes[n] is not None}
@@ -96,13 +96,14 @@ class Scheduler:
                               self.settings.interference_alpha, uid, self.settings.hold_for,
                               self.settings.hold_after_s)
 
-    def _wait(self, uid: str, snapshot: ClusterSnapshot,
+    def _wait(self, pod: PodInfo, snapshot: ClusterSnapshot,
               needs: Mapping[str, core.Need]) -> None:
         """Record a pod that fits nowhere now, keeping when it was first refused."""
         if not self.settings.hold_for:
             return
-        since = next((w.since for w in snapshot.waiting if w.uid == uid), snapshot.now)
-        waiter = Waiter(uid, since, {t: (n.padded_mib, n.predicted_s) for t, n in needs.items()})
+        since = next((w.since for w in snapshot.waiting if w.uid == pod.uid), snapshot.now)
+        waiter = Waiter(pod.uid, since, {t: (n.padded_mib, n.predicted_s) for t, n in needs.items()},
+                        f"{pod.namespace}/{pod.name}")
         self.store.put_waiter(waiter, snapshot.now, snapshot.now + self.settings.wait_ttl_s)
 
     def prioritize(self, pod: PodInfo, nodes: Mapping[str, NodeGpus | None]) -> dict[str, float]:

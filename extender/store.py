@@ -20,7 +20,7 @@ Key layout (human readable; every key is built by the helpers below):
     st:observations         stream  finished runs (model, task, batch, units, gpu_type,
                                     seconds, oom, outcome)
     st:ooms                 set     OOM kills seen, one member per pod/container/restart
-    st:waiting              hash    pod UID -> JSON waiter: since, expires_at, needs
+    st:waiting              hash    pod UID -> JSON waiter: pod, since, expires_at, needs
                                     ({gpu type: [padded MiB, predicted s]}) for annotated
                                     pods that fit nowhere (removed on bind or release)
 
@@ -384,8 +384,8 @@ class RedisStore:
 
     def put_waiter(self, waiter: Waiter, now: float, expires_at: float) -> None:
         """Record (or refresh) a pod that fit nowhere; expired or unreadable waiters go."""
-        entry = {"uid": waiter.uid, "since": waiter.since, "expires_at": expires_at,
-                 "needs": waiter.needs}
+        entry = {"uid": waiter.uid, "pod": waiter.pod, "since": waiter.since,
+                 "expires_at": expires_at, "needs": waiter.needs}
         self._call(self._wait, keys=[WAITING_KEY], args=[waiter.uid, now, orjson.dumps(entry)])
 
     def drop_waiter(self, uid: str) -> None:
@@ -425,7 +425,8 @@ def _live_waiters(raw: list[str], now: float) -> tuple[Waiter, ...]:
             if float(entry["expires_at"]) <= now:
                 continue
             needs = {str(t): (float(m), float(s)) for t, (m, s) in entry["needs"].items()}
-            waiters.append(Waiter(str(entry["uid"]), float(entry["since"]), needs))
+            waiters.append(Waiter(str(entry["uid"]), float(entry["since"]), needs,
+                                  str(entry.get("pod", ""))))
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             continue
     return tuple(sorted(waiters, key=lambda w: (w.since, w.uid)))

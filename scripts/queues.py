@@ -3,6 +3,7 @@ the collocation limit, and the queue delay (Eq. 1) a new job would see.
 
     python scripts/queues.py                    # every node, as a table
     python scripts/queues.py --node gpu-node-0 --json
+    python scripts/queues.py --waiting          # pods that fit nowhere, oldest first
 
 Reads REDIS_URL (or --redis), else the embedded server of `python -m extender` in
 EXTENDER_STATE_DIR (./var). Collocation limits come from the same EXTENDER_* variables
@@ -22,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from extender.embedded_redis import EmbeddedRedis  # noqa: E402
 from extender.errors import StoreUnavailable  # noqa: E402
-from extender.queue_report import queue_report  # noqa: E402
+from extender.queue_report import queue_report, waiting_report  # noqa: E402
 from extender.settings import Settings, SettingsError  # noqa: E402
 from extender.store import RedisStore  # noqa: E402
 
@@ -48,9 +49,20 @@ def render(report: list[dict]) -> str:
     return "\n".join(lines) if lines else "no nodes and no reservations in the store"
 
 
+def render_waiting(waiting: list[dict]) -> str:
+    lines = []
+    for pod in waiting:
+        needs = ", ".join(f"{t} {n['padded_mib']:.0f} MiB" for t, n in pod["needs"].items())
+        lines.append(f"{pod['pod'] or pod['uid']:<32} waiting {pod['waiting_s']:>8.0f} s  "
+                     f"needs {needs}")
+    return "\n".join(lines) if lines else "no pod is waiting"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--node", help="only this node")
+    parser.add_argument("--waiting", action="store_true",
+                        help="the pods waiting for room (the oldest may hold a GPU)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--redis", help="Redis URL (default: REDIS_URL, else the embedded one)")
     args = parser.parse_args(argv)
@@ -60,12 +72,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     url = args.redis or settings.redis_url or EmbeddedRedis(settings.state_dir.resolve() / "redis").url
     store = RedisStore.from_url(url)
+    now = time.time()
     try:
+        if args.waiting:
+            waiting = waiting_report(store.waiters(now), now)
+            print(json.dumps(waiting, indent=2) if args.json else render_waiting(waiting))
+            return 0
         layouts, jobs = store.node_layouts(), store.jobs()
     except StoreUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    report = queue_report(layouts, jobs, settings.collocation, time.time())
+    report = queue_report(layouts, jobs, settings.collocation, now)
     if args.node:
         report = [n for n in report if n["node"] == args.node]
         if not report:

@@ -104,3 +104,22 @@ def test_unreadable_waiter_entries_are_skipped_and_pruned(store, redis_client, c
     store.put_waiter(Waiter("u", clock(), {"T4": (100.0, 1.0)}), clock(), clock() + 60)
     assert set(redis_client.hkeys("st:waiting")) == {"u"}
     assert store.waiters(clock()) == (Waiter("u", clock(), {"T4": (100.0, 1.0)}),)
+
+
+def test_queues_cli_lists_waiting_pods(client, store, clock, redis_url, capsys, monkeypatch,
+                                       giant) -> None:
+    import json
+
+    from scripts import queues
+
+    for i in range(2):
+        _place(client, make_pod(f"fill-{i}", model="vgg16", task="train", batch=32, epochs=1),
+               "big")
+    _filter(client, giant)
+    monkeypatch.setattr(queues.time, "time", lambda: clock.now + 42)
+    assert queues.main(["--redis", redis_url, "--waiting", "--json"]) == 0
+    [entry] = json.loads(capsys.readouterr().out)
+    assert entry["pod"] == "default/giant" and entry["waiting_s"] == 42
+    assert set(entry["needs"]) == {"RTX-3090", "RTX-3070"}
+    assert queues.main(["--redis", redis_url, "--waiting"]) == 0
+    assert capsys.readouterr().out.startswith("default/giant")
