@@ -7,9 +7,10 @@
   normalised so the soonest scores 1.
 * `reservation_candidates`: the GPUs bind should try, best fit first.
 * `held_gpus`: starvation guard. A pod that fit nowhere waits; the GPU where it
-  will fit soonest is held for it: other jobs go there only if both fit, so a
-  stream of small jobs cannot keep a large one out forever (the reservation of
-  backfilling schedulers, in memory rather than time).
+  will fit soonest is held for it: other jobs go there only if both fit, or if
+  they are gone before it would fit anyway (within `BACKFILL_SLACK`), so a
+  stream of small jobs cannot keep a large one out forever (EASY backfilling's
+  reservation, with memory as the resource).
 """
 
 from __future__ import annotations
@@ -19,10 +20,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from extender import scoring
-from extender.model import ClusterSnapshot, GpuState, NodeGpus, NodeState, Verdict, Waiter
+from extender.model import (
+    ClusterSnapshot, GpuState, NodeGpus, NodeState, QueuedJob, Verdict, Waiter,
+)
 
 UNKNOWN_TYPE = "unknown"
 NO_HOLDS: Mapping[tuple[str, int], Hold] = {}
+BACKFILL_SLACK = 1.1  # a backfilled job may push the waiter's expected fit back 10 %
 
 
 @dataclass(frozen=True)
@@ -47,10 +51,15 @@ class Limits:
 
 @dataclass(frozen=True)
 class Hold:
-    """A GPU kept for a waiting pod: `padded_mib` of it stays free for that pod."""
+    """A GPU kept for a waiting pod: `padded_mib` of it stays free for that pod, unless a
+    job would be gone before the pod fits anyway (`fits_in_s`, played forward at `now`)."""
 
     uid: str
     padded_mib: float
+    fits_in_s: float = 0.0
+    now: float = 0.0
+    alpha: float = 0.0
+    limit: int = 0
 
 
 def type_of(gpus: NodeGpus) -> str:
@@ -62,9 +71,17 @@ def _label(gpus: NodeGpus) -> str:
 
 
 def _room(gpu: GpuState, need: Need, limit: int, hold: Hold | None) -> bool:
+    if not (len(gpu.jobs) < limit and need.padded_mib <= gpu.free_mib):
+        return False
     if hold is None:
-        return len(gpu.jobs) < limit and need.padded_mib <= gpu.free_mib
-    return len(gpu.jobs) + 1 < limit and need.padded_mib + hold.padded_mib <= gpu.free_mib
+        return True
+    if len(gpu.jobs) + 1 < limit and need.padded_mib + hold.padded_mib <= gpu.free_mib:
+        return True  # fits beside the waiter
+    # Backfill: the job may borrow the held room if the waiter would not fit sooner without it.
+    job = QueuedJob("backfill", need.padded_mib, need.predicted_s)
+    later = GpuState(gpu.node, gpu.index, gpu.capacity_mib, (*gpu.jobs, job))
+    return scoring.wait_until_fits_s(later, hold.padded_mib, hold.limit, hold.now,
+                                     hold.alpha) <= hold.fits_in_s * BACKFILL_SLACK
 
 
 def usable_gpus(node: NodeState, need: Need, limit: int,
@@ -84,7 +101,7 @@ def held_gpus(snapshot: ClusterSnapshot, limits: Limits, alpha: float, uid: str,
     holds: dict[tuple[str, int], Hold] = {}
     due = [w for w in _ahead_of(snapshot.waiting, uid) if snapshot.now - w.since >= after_s]
     for waiter in due[:max_holds]:
-        best: tuple[float, float, tuple[str, int]] | None = None
+        best: tuple[float, float, tuple[str, int], int] | None = None
         for node in snapshot.nodes.values():
             gpus = node.gpus
             if gpus is None or not node.gpu_states or type_of(gpus) not in waiter.needs:
@@ -96,9 +113,10 @@ def held_gpus(snapshot: ClusterSnapshot, limits: Limits, alpha: float, uid: str,
                     continue
                 wait = scoring.wait_until_fits_s(gpu, mib, limit, snapshot.now, alpha)
                 if wait < math.inf and (best is None or (wait, seconds) < best[:2]):
-                    best = (wait, seconds, (node.name, gpu.index))
+                    best = (wait, seconds, (node.name, gpu.index), limit)
         if best is not None:
-            holds[best[2]] = Hold(waiter.uid, waiter.needs[_type_at(snapshot, best[2])][0])
+            holds[best[2]] = Hold(waiter.uid, waiter.needs[_type_at(snapshot, best[2])][0],
+                                  best[0], snapshot.now, alpha, best[3])
     return holds
 
 

@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cluster-file", type=Path)
     parser.add_argument("--jobs-file", type=Path)
     parser.add_argument("--jobs", type=int, default=1000, help="generated workload size")
-    parser.add_argument("--rate", type=float, default=30.0, help="generated: jobs per minute")
+    parser.add_argument("--rate", type=float, default=10.0, help="generated: jobs per minute")
     parser.add_argument("--train-fraction", type=float, default=0.3)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--startup", type=float, default=10.0, help="per-job start-up seconds")

@@ -94,7 +94,8 @@ def _waiting_cluster(now: float, since: float) -> ClusterSnapshot:
 def test_the_oldest_waiter_holds_the_gpu_where_it_fits_soonest() -> None:
     snap = _waiting_cluster(now=1000.0, since=600.0)
     holds = core.held_gpus(snap, LIMITS, 0.47, uid="p", max_holds=1, after_s=300)
-    assert holds == {("big", 0): core.Hold("w", 20000.0)}
+    # The big card frees in 100 s (a: 100 s left, alone); the other card in 500 s.
+    assert holds == {("big", 0): core.Hold("w", 20000.0, 100.0, 1000.0, 0.47, 2)}
     # Too young to hold; and a waiter never holds against itself or an older pod.
     assert core.held_gpus(snap, LIMITS, 0.47, "p", 1, after_s=500) == {}
     assert core.held_gpus(snap, LIMITS, 0.47, "w", 1, after_s=0) == {}
@@ -113,6 +114,11 @@ def test_a_held_gpu_takes_only_jobs_that_fit_beside_the_waiter() -> None:
     assert "held for an older waiting pod (w, 20000 MiB)" in held["big"].reason
     assert held["small"].fits  # 12768 free there, and no hold
     assert core.held_from(snap.nodes["big"], small_job["RTX-3090"], LIMITS, holds) == [0]
+    # Backfill: 10 s of work beside a (speed 1/1.47) ends at 14.7 s and pushes a's end to
+    # 104.7 s, within 10 % of the 100 s the waiter waits anyway; 50 s of work would push
+    # it to 123.5 s.
+    quick = {"RTX-3090": core.Need(4000, 10)}
+    assert core.filter_nodes(snap, quick, LIMITS, holds)["big"].fits
     scores = core.score_nodes(snap, tiny_job, LIMITS, scoring.CostModel(), holds)
     assert scores["big"] == 0 and scores["small"] == 1.0
     # An empty held card still has room beside the waiter for a small job.

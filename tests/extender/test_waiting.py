@@ -47,7 +47,7 @@ def test_a_pod_that_fits_nowhere_waits_then_holds_its_gpu(client, store, clock, 
     [waiter] = store.waiters(clock())
     assert waiter.uid == giant["metadata"]["uid"] and waiter.since == clock()
 
-    inference = make_pod("infer", model="resnet18", task="inference", requests=100)
+    inference = make_pod("infer", model="resnet18", task="inference", requests=1000)
     assert _passing(_filter(client, inference)) == {"big", "small"}  # not held yet
     clock.now += 301
     assert _passing(_filter(client, giant)) == set()  # still waiting: `since` kept
@@ -55,6 +55,9 @@ def test_a_pod_that_fits_nowhere_waits_then_holds_its_gpu(client, store, clock, 
     out = _filter(client, inference)
     assert _passing(out) == {"small"}
     assert "held for an older waiting pod" in out["FailedNodes"]["big"]
+    # A short job is backfilled: it is gone before the giant could fit anyway.
+    quick = make_pod("quick", model="resnet18", task="inference", requests=100)
+    assert _passing(_filter(client, quick)) == {"big", "small"}
     prio = client.post("/prioritize", json=filter_args(inference, [BIG, SMALL])).get_json()
     assert {p["Host"]: p["Score"] for p in prio}["big"] == 0
 
