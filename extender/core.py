@@ -87,7 +87,7 @@ def _room(gpu: GpuState, need: Need, limit: int, hold: Hold | None) -> bool:
 def usable_gpus(node: NodeState, need: Need, limit: int,
                 holds: Mapping[tuple[str, int], Hold] = NO_HOLDS) -> list[GpuState]:
     """GPUs that can take the job now, best fit (least free memory left) first. A held
-    GPU takes it only beside the memory and slot kept for its waiter."""
+    GPU takes it only beside the memory and slot kept for its waiter, or as a backfill."""
     fitting = [g for g in node.gpu_states
                if _room(g, need, limit, holds.get((g.node, g.index)))]  # fmt: skip
     return sorted(fitting, key=lambda g: (g.free_mib - need.padded_mib, g.index))
