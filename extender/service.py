@@ -80,10 +80,11 @@ class Scheduler:
         # in names mode they are in the store already. `held`: GPUs bind must leave alone.
         layouts = {n: nodes[n].as_row() for n in passing if nodes[n] is not None}
         held = {}
-        for name in passing if holds else ():
-            node = snapshot.nodes[name]
-            if blocked := core.held_from(node, needs[core.type_of(node.gpus)], limits, holds):
-                held[name] = blocked
+        if holds:
+            for name in passing:
+                node = snapshot.nodes[name]
+                if blocked := core.held_from(node, needs[core.type_of(node.gpus)], limits, holds):
+                    held[name] = blocked
         self.store.put_demand(pod.uid, {"demand": asdict(demand), "layouts": layouts,
                                         "held": held}, self.settings.demand_ttl_s)
         return FilterOutcome(verdicts)

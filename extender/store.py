@@ -388,9 +388,6 @@ class RedisStore:
                  "expires_at": expires_at, "needs": waiter.needs}
         self._call(self._wait, keys=[WAITING_KEY], args=[waiter.uid, now, orjson.dumps(entry)])
 
-    def drop_waiter(self, uid: str) -> None:
-        self._call(self._redis.hdel, WAITING_KEY, uid)
-
     def waiters(self, now: float) -> tuple[Waiter, ...]:
         """Live waiters, oldest first (for inspection; requests get them in the snapshot)."""
         return _live_waiters(self._call(self._redis.hvals, WAITING_KEY), now)
