@@ -21,7 +21,7 @@ START_TIMEOUT_S = 10.0
 
 class EmbeddedRedis:
     def __init__(self, directory: Path, port: int = 0, appendonly: bool = True) -> None:
-        self.directory = Path(directory)
+        self.directory = Path(directory).resolve()  # redis-server chdirs into --dir
         self.port = port
         self.appendonly = appendonly
         self._process: subprocess.Popen[bytes] | None = None

@@ -9,8 +9,9 @@ process per replica (`start_in_background`), or run alone:
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -51,13 +52,13 @@ def run(settings: Settings, redis_url: str, stop: threading.Event | None = None)
                        lambda kind, obj: apply_event(store, kind, obj), stop or threading.Event())
 
 
-def start_in_background(settings: Settings, redis_url: str) -> multiprocessing.Process | None:
+def start_in_background(settings: Settings, redis_url: str) -> subprocess.Popen[bytes] | None:
+    """`python -m extender.node_watch` as a child process of gunicorn's master (a plain
+    subprocess: workers forked later must not inherit it as a multiprocessing child)."""
     if not settings.node_watch:
         return None
-    process = multiprocessing.Process(target=run, args=(settings, redis_url), daemon=True,
-                                      name="schedtune-node-watch")
-    process.start()
-    return process
+    env = {**os.environ, "REDIS_URL": redis_url} if redis_url else dict(os.environ)
+    return subprocess.Popen([sys.executable, "-m", "extender.node_watch"], env=env)
 
 
 if __name__ == "__main__":

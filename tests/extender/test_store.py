@@ -1,7 +1,11 @@
 """RedisStore on a real Redis: atomic reservations, idempotence, expiry, release."""
 
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
+import redis
+
+from extender.embedded_redis import EmbeddedRedis
 from extender.model import JobRecord, NodeGpus
 from extender.store import RedisStore
 
@@ -111,3 +115,26 @@ def test_workers_see_each_others_changes_through_the_change_log(store, redis_url
     store.reserve(_job("d", 1000), [(1, 24576.0, 4)], now=400, ttl_s=0)
     gpus = other.snapshot({"n1": LAYOUT}, now=400).nodes["n1"].gpu_states
     assert [[j.uid for j in g.jobs] for g in gpus] == [[], ["d"]]
+
+
+def test_embedded_redis_starts_from_a_relative_state_dir(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)  # `python -m extender` uses EXTENDER_STATE_DIR=var by default
+    server = EmbeddedRedis(Path("var") / "redis")
+    try:
+        client = redis.Redis.from_url(server.start())
+        assert client.set("k", "v") and client.get("k") == b"v"
+    finally:
+        server.stop()
+    assert (tmp_path / "var" / "redis" / "redis.log").exists()
+
+
+def test_node_watcher_runs_as_its_own_process_and_says_when_there_is_no_cluster(
+        tmp_path, monkeypatch, redis_url) -> None:
+    from extender.node_watch import start_in_background
+    from extender.settings import Settings
+
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    assert start_in_background(Settings(node_watch=False), redis_url) is None
+    watcher = start_in_background(Settings(), redis_url)
+    assert watcher is not None and watcher.wait(timeout=60) == 0
