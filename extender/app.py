@@ -1,8 +1,9 @@
 """The Flask app factory: `gunicorn -c extender/gunicorn.conf.py 'extender.app:create_app()'`.
 
 Each worker builds its own app: settings validated once, the estimator's
-artefacts loaded once (read-only), a Redis client; all mutable state lives in
-Redis. No app object exists at import time.
+artefacts loaded once (read-only) and every profiled job predicted up front,
+a Redis client; all mutable state lives in Redis. No app object exists at
+import time.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def create_app(settings: Settings | None = None, binder: BindTarget | None = Non
     redis_url = settings.redis_url or EmbeddedRedis(settings.state_dir / "redis").start()
     store = RedisStore.from_url(redis_url, settings.redis_timeout_s)
     estimator = estimator or Estimator.load(design=settings.estimator_design)
+    estimator.warm()
     if binder is None and settings.bind_mode == "api":
         binder = _kubernetes_binder(settings)
     scheduler = Scheduler(settings, store, estimator, binder, **({"clock": clock} if clock else {}))

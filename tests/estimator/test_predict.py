@@ -34,6 +34,21 @@ def test_time_scales_with_epochs_and_memory_with_batch(estimator) -> None:
     assert bigger.predicted_mib > one.predicted_mib
 
 
+def test_warm_predicts_every_profiled_job_as_a_single_call_would() -> None:
+    lazy, warm = Estimator.load(), Estimator.load()
+    profiled = sum(len(warm.table.cached_batches(m, t)) for m in warm.models
+                   for t in warm.table.tasks_for(m))  # fmt: skip
+    assert warm.warm() == profiled > 100
+    assert warm.warm() == 0  # nothing left to predict
+    for model, task in (("vgg16", "train"), ("bert_base", "inference")):
+        batch = warm.table.cached_batches(model, task)[-1]
+        job = Job(model, task, batch, 3)
+        for gpu, e in warm.estimate(job).items():  # batched: equal up to float rounding
+            single = lazy.estimate(job)[gpu]
+            assert (e.padded_mib, e.predicted_s) == pytest.approx(
+                (single.padded_mib, single.predicted_s), rel=1e-12)
+
+
 def test_unknown_gpu_falls_back_to_the_worst_case(estimator) -> None:
     job = Job("resnet18", "inference", 1, 100)
     every = estimator.estimate(job)
