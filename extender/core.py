@@ -88,9 +88,15 @@ def usable_gpus(node: NodeState, need: Need, limit: int,
                 holds: Mapping[tuple[str, int], Hold] = NO_HOLDS) -> list[GpuState]:
     """GPUs that can take the job now, best fit (least free memory left) first. A held
     GPU takes it only beside the memory and slot kept for its waiter, or as a backfill."""
-    fitting = [g for g in node.gpu_states
-               if _room(g, need, limit, holds.get((g.node, g.index)))]  # fmt: skip
-    return sorted(fitting, key=lambda g: (g.free_mib - need.padded_mib, g.index))
+    if holds:
+        fitting = [g for g in node.gpu_states
+                   if _room(g, need, limit, holds.get((g.node, g.index)))]  # fmt: skip
+    else:  # the common case, spelled out: this runs for every GPU of every request
+        fitting = [g for g in node.gpu_states
+                   if len(g.jobs) < limit and need.padded_mib <= g.free_mib]  # fmt: skip
+    if len(fitting) > 1:
+        fitting.sort(key=lambda g: (g.free_mib, g.index))
+    return fitting
 
 
 def held_gpus(snapshot: ClusterSnapshot, limits: Limits, alpha: float, uid: str,
@@ -200,7 +206,7 @@ def node_jct_s(node: NodeState, needs: Mapping[str, Need], limits: Limits, now: 
     fitting = usable_gpus(node, need, limits.for_node(node.gpus), holds)
     if not fitting:
         return None
-    return min(cost.cost_s(g, need.predicted_s, now) for g in fitting)
+    return cost.best_cost_s(fitting, need.predicted_s, now)
 
 
 def score_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: Limits,

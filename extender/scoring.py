@@ -102,6 +102,16 @@ class CostModel:
             return shared_completion_s(work_s, remaining, self.alpha)
         return marginal_cost_s(work_s, remaining, self.alpha)
 
+    def best_cost_s(self, gpus: Iterable[GpuState], work_s: float, now: float) -> float:
+        """The lowest cost among `gpus` (at least one). No placement costs less than the
+        job alone, so the first idle GPU ends the search (most GPUs of a large cluster)."""
+        best = math.inf
+        for gpu in gpus:
+            if not gpu.jobs:
+                return work_s
+            best = min(best, self.cost_s(gpu, work_s, now))
+        return best
+
 
 def normalise(jct_by_node: Mapping[str, float]) -> dict[str, float]:
     """Scores in [0, 1]: the lowest JCT gets 1, the others min / own (scale-free)."""

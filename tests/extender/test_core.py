@@ -71,6 +71,16 @@ def test_marginal_cost_hand_computed() -> None:
     assert scoring.marginal_cost_s(10, [4], 0.5) == pytest.approx(14)
 
 
+@pytest.mark.parametrize("mode", ["paper", "shared", "marginal"])
+def test_best_cost_is_the_minimum_and_an_idle_gpu_ends_the_search(mode) -> None:
+    cost = scoring.CostModel(mode, 0.47)
+    busy = GpuState("n", 0, 24576, (_job("a", 100, 50),))
+    busier = GpuState("n", 1, 24576, (_job("a", 100, 50), _job("b", 100, 500)))
+    idle = GpuState("n", 2, 24576)
+    assert cost.best_cost_s([busier, busy], 100, 0) == cost.cost_s(busy, 100, 0) > 100
+    assert cost.best_cost_s([busier, idle, busy], 100, 0) == cost.cost_s(idle, 100, 0) == 100
+
+
 def test_wait_until_fits_hand_computed() -> None:
     gpu = GpuState("n", 0, 24576, (_job("a", 10000, 100, started=50), _job("b", 10000, 30)))
     now = 60.0
