@@ -25,6 +25,8 @@ from extender.service import PodInfo
 
 MAX_EXTENDER_PRIORITY = 10
 MAX_NAME_CHARS = 253
+MAX_NODE_VERSIONS = 1 << 16  # node layouts remembered by (name, uid, resourceVersion)
+_LAYOUT_BY_VERSION: dict[tuple[Any, Any, Any], NodeGpus] = {}
 
 
 @dataclass(frozen=True)
@@ -71,15 +73,46 @@ def decode_pod(pod: Any) -> PodInfo:
 
 
 def decode_node(node: Any, where: str) -> tuple[str, NodeGpus]:
-    """A v1.Node object -> (name, GPU layout)."""
+    """A v1.Node object -> (name, GPU layout). A node seen before at the same
+    (uid, resourceVersion) is not parsed again: the API server gives every change to
+    the object a new resourceVersion, and kube-scheduler resends the same nodes."""
+    known = _known_layout(node)
+    if known is not None:
+        return known
     node = require_object(node, where)
     meta = require_object(node.get("metadata"), f"{where}.metadata")
+    name = require_name(meta.get("name"), f"{where}.metadata.name")
+    version = (name, meta.get("uid"), meta.get("resourceVersion"))
     labels = meta.get("labels") or {}
     status = node.get("status") or {}
     allocatable = status.get("allocatable") or {} if isinstance(status, dict) else {}
     if not isinstance(labels, dict) or not isinstance(allocatable, dict):
         raise BadRequest(f"{where}: labels and status.allocatable must be objects")
-    return require_name(meta.get("name"), f"{where}.metadata.name"), gpus_from_node(labels, allocatable)
+    layout = gpus_from_node(labels, allocatable)
+    if _is_version(version):
+        if len(_LAYOUT_BY_VERSION) >= MAX_NODE_VERSIONS:
+            _LAYOUT_BY_VERSION.pop(next(iter(_LAYOUT_BY_VERSION)))
+        _LAYOUT_BY_VERSION[version] = layout
+    return name, layout
+
+
+def _known_layout(node: Any) -> tuple[str, NodeGpus] | None:
+    """The layout remembered for this node version (only validated ones are remembered)."""
+    meta = node.get("metadata") if isinstance(node, dict) else None
+    if not isinstance(meta, dict):
+        return None
+    version = (meta.get("name"), meta.get("uid"), meta.get("resourceVersion"))
+    try:
+        layout = _LAYOUT_BY_VERSION.get(version)
+    except TypeError:  # an unhashable (so invalid) value: the full decode reports it
+        return None
+    return None if layout is None else (version[0], layout)
+
+
+def _is_version(version: tuple[str, Any, Any]) -> bool:
+    _, uid, resource_version = version
+    return (isinstance(uid, str) and isinstance(resource_version, str)
+            and 0 < len(uid) <= MAX_NAME_CHARS and 0 < len(resource_version) <= MAX_NAME_CHARS)
 
 
 def decode_args(body: Any) -> ExtenderArgs:

@@ -1,7 +1,12 @@
+import copy
+
 import pytest
 
 from extender.annotations import AnnotationError, parse_demand
+from extender.errors import BadRequest
 from extender.nodes import gpus_from_node
+from extender.wire_kube import decode_node
+from tests.builders import make_node
 
 
 def test_gfd_labels_time_slicing_and_volcano_memory() -> None:
@@ -42,3 +47,22 @@ def test_annotation_defaults_and_errors() -> None:
     with pytest.raises(AnnotationError, match="schedtune.io/requests"):
         parse_demand("u", "n", "ns", {"schedtune.io/model": "x", "schedtune.io/task": "inference",
                                       "schedtune.io/requests": "١٢"})  # non-ASCII digits
+
+
+def test_node_layout_is_parsed_once_per_resource_version() -> None:
+    node = make_node("n-rv", product="Tesla-T4", count=2)
+    node["metadata"].update(uid="3b813596-dd97-4bef-a2bd-216a429259f7", resourceVersion="70")
+    assert decode_node(node, "n")[1].count == 2
+    same_version = copy.deepcopy(node)
+    same_version["metadata"]["labels"]["nvidia.com/gpu.count"] = "4"
+    assert decode_node(same_version, "n")[1].count == 2  # same version: remembered layout
+    same_version["metadata"]["resourceVersion"] = "71"
+    assert decode_node(same_version, "n")[1].count == 4  # a change has a new version
+    unversioned = make_node("n-rv", product="Tesla-T4", count=8)
+    assert decode_node(unversioned, "n")[1].count == 8  # no version: always parsed
+    bad = copy.deepcopy(node)
+    bad["metadata"]["uid"] = ["not", "hashable"]
+    assert decode_node(bad, "n")[1].count == 2  # parsed, not remembered, no crash
+    bad["metadata"]["name"] = ""
+    with pytest.raises(BadRequest, match="metadata.name"):
+        decode_node(bad, "n")
