@@ -6,6 +6,8 @@ every worker's files through `MultiProcessCollector`.
 from __future__ import annotations
 
 import os
+from collections import Counter as Tally
+from collections.abc import Iterable
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest, multiprocess,
@@ -37,6 +39,15 @@ def denial_kind(reason: str) -> str:
         if key in reason:
             return kind
     return "other"
+
+
+def record_denials(reasons: Iterable[str]) -> None:
+    """Count refused nodes by kind: one metric update per kind, not per node."""
+    by_kind: Tally[str] = Tally()
+    for reason, count in Tally(reasons).items():
+        by_kind[denial_kind(reason)] += count
+    for kind, count in by_kind.items():
+        FILTER_DENIALS.labels(kind).inc(count)
 
 
 def render() -> tuple[bytes, str]:

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import logging
-from collections import Counter
-
 from flask import Blueprint, Response, request
 
 from extender import wire_kube
 from extender.errors import ExtenderError
 from extender.http_io import read_json, respond, scheduler, timed
-from extender.metrics import BINDS, ERRORS, FILTER_DENIALS, PASSTHROUGH, denial_kind
+from extender.metrics import BINDS, ERRORS, PASSTHROUGH, record_denials
 
 bp = Blueprint("kube", __name__)
 log = logging.getLogger(__name__)
@@ -23,8 +21,7 @@ def filter_nodes() -> Response:
     outcome = scheduler().filter(args.pod, args.nodes)
     if outcome.passthrough:
         PASSTHROUGH.labels("filter").inc()
-    for reason, count in Counter(v.reason for v in outcome.verdicts.values() if not v.fits).items():
-        FILTER_DENIALS.labels(denial_kind(reason)).inc(count)
+    record_denials(v.reason for v in outcome.verdicts.values() if not v.fits)
     return respond(wire_kube.encode_filter(args, outcome.verdicts))
 
 

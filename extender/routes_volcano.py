@@ -9,7 +9,7 @@ from flask import Blueprint, Response, request
 from extender import wire_volcano
 from extender.errors import ExtenderError
 from extender.http_io import read_json, respond, scheduler, timed
-from extender.metrics import ERRORS, FILTER_DENIALS, PASSTHROUGH, denial_kind
+from extender.metrics import ERRORS, PASSTHROUGH, record_denials
 
 bp = Blueprint("volcano", __name__, url_prefix="/volcano")
 log = logging.getLogger(__name__)
@@ -24,7 +24,7 @@ def predicate() -> Response:
         PASSTHROUGH.labels("volcano_predicate").inc()
     (verdict,) = outcome.verdicts.values()
     if not verdict.fits:
-        FILTER_DENIALS.labels(denial_kind(verdict.reason)).inc()
+        record_denials([verdict.reason])
     return respond(wire_volcano.encode_predicate(verdict))
 
 

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from prometheus_client import REGISTRY
 
 from tests.builders import FIXTURES, bind_args, filter_args, make_node, make_pod
 
@@ -146,3 +147,14 @@ def test_health_and_metrics(client) -> None:
     assert client.get("/readyz").get_json()["status"] == "ready"
     client.post("/filter", json=filter_args(make_pod(model=None), [make_node("a")]))
     assert b"schedtune_passthrough_total" in client.get("/metrics").data
+
+
+def test_refused_nodes_are_counted_by_kind(client) -> None:
+    def too_small() -> float:
+        labels = {"reason": "exceeds_gpu"}
+        return REGISTRY.get_sample_value("schedtune_filter_denials_total", labels) or 0.0
+
+    small = [make_node(f"small-{i}", memory_mib=1000 + i) for i in range(3)]  # 3 reasons, 1 kind
+    before = too_small()
+    client.post("/filter", json=filter_args(make_pod(model="vgg16", batch=64), small))
+    assert too_small() - before == 3
