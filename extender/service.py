@@ -65,28 +65,31 @@ class Scheduler:
             return FilterOutcome(_refuse_all(nodes, str(exc)))
         if demand is None:
             return FilterOutcome(dict.fromkeys(nodes, Verdict(True)), passthrough=True)
-        snapshot = self.store.snapshot(nodes, self.clock())
         try:
-            needs = self._needs(demand, snapshot.nodes.values())
+            self.estimator.estimate(_job(demand), gpus=())  # an unknown model stops here
         except EstimatorError as exc:
             return FilterOutcome(_refuse_all(nodes, str(exc)))
+        # Bind gets no node objects: keep the layouts that came in the request (full mode);
+        # in names mode they are in the store already. Written with the snapshot's read.
+        record = {"demand": asdict(demand),
+                  "layouts": {n: gpus.as_row() for n, gpus in nodes.items() if gpus is not None}}
+        ttl_s = self.settings.demand_ttl_s
+        snapshot = self.store.snapshot(nodes, self.clock(), (pod.uid, record, ttl_s))
+        needs = self._needs(demand, snapshot.nodes.values())
         limits = self.settings.collocation
         holds = self._holds(snapshot, pod.uid)
         verdicts = core.filter_nodes(snapshot, needs, limits, holds)
         passing = [n for n, v in verdicts.items() if v.fits]
         if not passing and not all(v.unresolvable for v in verdicts.values()):
             self._wait(pod, snapshot, needs)
-        # Bind gets no node objects: keep the layouts that came in the request (full mode);
-        # in names mode they are in the store already. `held`: GPUs bind must leave alone.
-        layouts = {n: nodes[n].as_row() for n in passing if nodes[n] is not None}
-        held = {}
-        if holds:
+        if holds:  # `held`: GPUs of passing nodes that bind must leave alone
+            held = {}
             for name in passing:
                 node = snapshot.nodes[name]
                 if blocked := core.held_from(node, needs[core.type_of(node.gpus)], limits, holds):
                     held[name] = blocked
-        self.store.put_demand(pod.uid, {"demand": asdict(demand), "layouts": layouts,
-                                        "held": held}, self.settings.demand_ttl_s)
+            if held:
+                self.store.put_demand(pod.uid, {**record, "held": held}, ttl_s)
         return FilterOutcome(verdicts)
 
     def _holds(self, snapshot: ClusterSnapshot,
@@ -180,7 +183,7 @@ class Scheduler:
 
     def _needs(self, demand: PodDemand, nodes: Any) -> dict[str, core.Need]:
         types = {core.type_of(n.gpus) for n in nodes if n.gpus is not None and n.gpus.count}
-        job = Job(demand.model, demand.task, demand.batch, demand.units)
+        job = _job(demand)
         known = sorted(t for t in types if t != core.UNKNOWN_TYPE)
         needs = {t: core.Need(e.padded_mib, e.predicted_s)
                  for t, e in self.estimator.estimate(job, gpus=known).items()}  # fmt: skip
@@ -188,6 +191,10 @@ class Scheduler:
             fallback = self.estimator.estimate_unknown(job)
             needs[core.UNKNOWN_TYPE] = core.Need(fallback.padded_mib, fallback.predicted_s)
         return needs
+
+
+def _job(demand: PodDemand) -> Job:
+    return Job(demand.model, demand.task, demand.batch, demand.units)
 
 
 def _refuse_all(nodes: Mapping[str, Any], reason: str) -> dict[str, Verdict]:

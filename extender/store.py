@@ -144,6 +144,7 @@ return {'full', table.concat(report, ',')}
 
 _CHANGES = """
 local since = ARGV[1]
+if KEYS[2] then redis.call('SET', KEYS[2], ARGV[2], 'EX', ARGV[3]) end
 local out = {redis.call('GET', 'st:epoch') or '', redis.call('GET', 'st:rev') or '0',
              redis.call('GET', KEYS[1]) or '0', redis.call('HVALS', 'st:waiting')}
 for _, queue in ipairs(redis.call('ZRANGEBYSCORE', 'st:changed', '(' .. since, '+inf')) do
@@ -257,23 +258,32 @@ class RedisStore:
     def ping(self) -> bool:
         return bool(self._call(self._redis.ping))
 
-    def snapshot(self, nodes: Mapping[str, NodeGpus | None], now: float) -> ClusterSnapshot:
-        """Queues of the named nodes. A layout of None is read from the node watcher's hash."""
+    def snapshot(self, nodes: Mapping[str, NodeGpus | None], now: float,
+                 demand: tuple[str, dict[str, Any], int] | None = None) -> ClusterSnapshot:
+        """Queues of the named nodes. A layout of None is read from the node watcher's hash.
+
+        `demand`: (uid, record, ttl) to `put_demand` in the same call (filter's one round trip).
+        """
         with self._mirror_lock:
-            nodes_rev, waiting = self._sync_mirror()
+            nodes_rev, waiting = self._sync_mirror(demand)
             watched = self._layouts(nodes_rev) if None in nodes.values() else {}
             mirror = self._mirror
             states = {name: mirror.node_state(name, layout or watched.get(name), now)
                       for name, layout in nodes.items()}  # fmt: skip
         return ClusterSnapshot(now=now, nodes=states, waiting=_live_waiters(waiting, now))
 
-    def _sync_mirror(self) -> tuple[str, list[str]]:
+    def _sync_mirror(self, demand: tuple[str, dict[str, Any], int] | None = None
+                     ) -> tuple[str, list[str]]:
         """Bring the mirror up to date: one script call returning only what changed.
 
         Returns the node layouts' rev and the raw waiters, read in the same call."""
         mirror = self._mirror
-        epoch, rev, nodes_rev, waiting, *changed = self._call(
-            self._changes, keys=[NODES_REV_KEY], args=[mirror.rev])
+        keys, args = [NODES_REV_KEY], [mirror.rev]
+        if demand is not None:
+            uid, record, ttl_s = demand
+            keys.append(demand_key(uid))
+            args += [orjson.dumps(record), ttl_s]
+        epoch, rev, nodes_rev, waiting, *changed = self._call(self._changes, keys=keys, args=args)
         if epoch != mirror.epoch or int(rev) < mirror.rev:
             mirror.reset(epoch)
             _, rev, nodes_rev, waiting, *changed = self._call(
