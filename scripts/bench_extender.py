@@ -38,18 +38,52 @@ MODELS = ["resnet50", "vgg16", "densenet121", "bert_base", "vit_b_16", "mobilene
 
 
 def make_nodes(n: int, rng: random.Random) -> list[dict]:
+    """v1.Node objects shaped like the ones kube-scheduler sends (the captured
+    fixtures' shape and size, about 2.7 KB each): GFD labels, managedFields,
+    capacity, conditions, addresses, nodeInfo."""
     nodes = []
     for i in range(n):
         product, mem = PRODUCTS[i % len(PRODUCTS)]
         count = rng.choice([1, 2, 4, 8])
-        labels = {f"example.com/label-{k}": "x" * 20 for k in range(15)}  # realistic node size
-        labels.update({"nvidia.com/gpu.product": product, "nvidia.com/gpu.count": str(count),
-                       "nvidia.com/gpu.memory": str(mem), "kubernetes.io/hostname": f"node-{i}"})
-        nodes.append({"metadata": {"name": f"node-{i}", "labels": labels,
-                                   "annotations": {"node.alpha.kubernetes.io/ttl": "0"}},
-                      "status": {"allocatable": {"cpu": "64", "memory": "512Gi",
-                                                 "nvidia.com/gpu": str(count)},
-                                 "conditions": [{"type": "Ready", "status": "True"}] * 5}})
+        name = f"gpu-node-{i}"
+        labels = {"kubernetes.io/arch": "amd64", "kubernetes.io/hostname": name,
+                  "kubernetes.io/os": "linux", "nvidia.com/cuda.driver.major": "550",
+                  "nvidia.com/cuda.runtime.major": "12", "nvidia.com/gpu.count": str(count),
+                  "nvidia.com/gpu.family": "ampere", "nvidia.com/gpu.machine": "bench",
+                  "nvidia.com/gpu.memory": str(mem), "nvidia.com/gpu.present": "true",
+                  "nvidia.com/gpu.product": product}
+        resources = {"cpu": "64", "ephemeral-storage": "500Gi", "memory": "512Gi",
+                     "nvidia.com/gpu": str(count), "pods": "110"}
+        stamp = "2026-01-01T00:00:00Z"
+        conditions = [{"type": kind, "status": "True" if kind == "Ready" else "False",
+                       "lastHeartbeatTime": stamp, "lastTransitionTime": stamp,
+                       "reason": "KubeletReady" if kind == "Ready" else f"KubeletHasNo{kind}",
+                       "message": f"kubelet reports {kind}"}
+                      for kind in ("MemoryPressure", "DiskPressure", "PIDPressure",
+                                   "NetworkUnavailable", "Ready")]  # fmt: skip
+        nodes.append({
+            "metadata": {
+                "name": name, "uid": str(uuid.UUID(int=rng.getrandbits(128))),
+                "resourceVersion": str(rng.randrange(1, 10**7)), "creationTimestamp": stamp,
+                "labels": labels,
+                "managedFields": [{"manager": "gpu-feature-discovery", "operation": "Update",
+                                   "apiVersion": "v1", "time": stamp, "fieldsType": "FieldsV1",
+                                   "fieldsV1": {"f:metadata": {"f:labels": {
+                                       ".": {}, **{f"f:{k}": {} for k in labels}}}}}],
+            },
+            "spec": {},
+            "status": {
+                "capacity": resources, "allocatable": dict(resources), "conditions": conditions,
+                "addresses": [{"type": "InternalIP", "address": f"10.0.{i // 250}.{i % 250}"},
+                              {"type": "Hostname", "address": name}],
+                "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+                "nodeInfo": {"machineID": "", "systemUUID": "", "bootID": "",
+                             "kernelVersion": "6.8.0-45-generic", "osImage": "Ubuntu 24.04 LTS",
+                             "containerRuntimeVersion": "containerd://1.7.22",
+                             "kubeletVersion": "v1.36.2", "kubeProxyVersion": "",
+                             "operatingSystem": "linux", "architecture": "amd64"},
+            },
+        })  # fmt: skip
     return nodes
 
 
@@ -167,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     ours.sort()
     result = {
         "nodes": args.nodes, "mode": args.mode, "pods": args.pods, "busy_gpus": busy_gpus,
+        "body_kb": round(sum(map(len, bodies)) / len(bodies) / 1024, 1),
         "noop_ms_per_pod": round(sum(noop) / len(noop), 2),
         "extender_ms_per_pod": round(sum(ours) / len(ours), 2),
         "ratio": round(sum(ours) / sum(noop), 2),
