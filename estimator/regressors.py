@@ -3,7 +3,8 @@
 * `ResidualPeakRegressor` (ours, memory): an analytic anchor (the simulated
   peak, column `base_col`) plus a per-GPU constant (median over that GPU's rows,
   column `group_col` identifies the GPU), corrected by a random forest fitted
-  on the relative residual. The forest only corrects the anchor, so it cannot
+  on the residual (in MiB for training memory, relative for inference memory,
+  each chosen by leave-one-model-out error). The forest only corrects the anchor, so it cannot
   wander far on a model it has never seen. A GPU never seen in fitting gets the
   largest known constant (the safe side) and is reported as unseen.
 * The paper's design: a random forest over activations, parameters, input and
@@ -37,7 +38,9 @@ PAPER_PAD = 0.0898
 
 
 class ResidualPeakRegressor(RegressorMixin, BaseEstimator):
-    """(X[:, base_col] + offset[X[:, group_col]]) * (1 + forest(rest of X)).
+    """anchor * (1 + forest(X)), or with ``relative=False`` anchor + forest(X), where
+    anchor = X[:, base_col] + offset[X[:, group_col]] and the forest sees every column
+    but the group.
 
     Learned state: `offsets_` (group -> constant, target units),
     `unseen_offset_` (used for groups not seen in fitting) and `forest_`.
@@ -45,7 +48,8 @@ class ResidualPeakRegressor(RegressorMixin, BaseEstimator):
 
     def __init__(self, base_col: int = 0, group_col: int | None = 1, per_group_scale: bool = False,
                  n_estimators: int = 100, min_samples_leaf: int = 2, max_features: float = 1.0,
-                 random_state: int | None = 0) -> None:
+                 random_state: int | None = 0, relative: bool = True) -> None:
+        self.relative = relative
         self.base_col = base_col
         self.group_col = group_col
         self.per_group_scale = per_group_scale
@@ -69,7 +73,10 @@ class ResidualPeakRegressor(RegressorMixin, BaseEstimator):
         self.unseen_offset_ = max(self.offsets_.values())
         self.unseen_scale_ = max(self.scales_.values())
         anchor = self._anchor(base, groups)
-        residual = np.divide(y, anchor, out=np.ones_like(y), where=np.abs(anchor) > 1e-9) - 1.0
+        if self.relative:
+            residual = np.divide(y, anchor, out=np.ones_like(y), where=np.abs(anchor) > 1e-9) - 1.0
+        else:
+            residual = y - anchor
         self.forest_ = RandomForestRegressor(
             n_estimators=self.n_estimators, min_samples_leaf=self.min_samples_leaf,
             max_features=self.max_features, random_state=self.random_state, n_jobs=1,
@@ -80,7 +87,9 @@ class ResidualPeakRegressor(RegressorMixin, BaseEstimator):
         check_is_fitted(self, "forest_")
         X = validate_data(self, X, reset=False)
         base, groups = self._split(X)
-        return self._anchor(base, groups) * (1.0 + self.forest_.predict(self._forest_input(X)))
+        correction = self.forest_.predict(self._forest_input(X))
+        anchor = self._anchor(base, groups)
+        return anchor * (1.0 + correction) if self.relative else anchor + correction
 
     def seen(self, X: np.ndarray) -> np.ndarray:
         """Per row: was its group (GPU) seen in fitting."""
@@ -130,6 +139,10 @@ class ColumnRegressor(RegressorMixin, BaseEstimator):
         return validate_data(self, X, reset=False)[:, self.col].astype(float)
 
 
+def _absolute_residual() -> ResidualPeakRegressor:
+    return ResidualPeakRegressor(relative=False, min_samples_leaf=1)
+
+
 def _paper_rfr() -> RandomForestRegressor:
     return RandomForestRegressor(n_estimators=100, random_state=0, n_jobs=1)
 
@@ -172,8 +185,12 @@ SIM_COLS = ("sim_params_mb", "sim_grads_mb", "sim_activations_mb", "sim_temp_mb"
 
 DESIGNS: dict[str, dict[str, Design]] = {
     "train-mem": {
-        "ours": Design("ours", ("sim_peak_mb", "gpu_code", *SIM_COLS, *GPU_COLS),
-                       ResidualPeakRegressor),
+        # Chosen by leave-one-model-out error among residual variants (README): the forest
+        # corrects the anchor in MiB, from torchinfo's sizes, the batch and the GPU.
+        "ours": Design("ours", ("sim_peak_mb", "gpu_code", "params_mb", "activations_mb",
+                                "batch", *GPU_COLS), _absolute_residual),
+        "relative-residual": Design("relative-residual", ("sim_peak_mb", "gpu_code", *SIM_COLS,
+                                                          *GPU_COLS), ResidualPeakRegressor),
         "paper-rfr": Design("paper-rfr", ("activations_mb", "params_mb", "input_mb",
                                           *PAPER_MEM_GPU_COLS), _paper_rfr, PAPER_PAD),
         "torchinfo": Design("torchinfo", ("torchinfo_total_mb",), ColumnRegressor, 0.0),

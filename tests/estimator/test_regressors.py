@@ -23,3 +23,19 @@ def test_residual_regressor_learns_per_gpu_constants_and_flags_unseen() -> None:
     assert model.seen(unseen).tolist() == [False]
     assert model.unseen_offset_ == max(model.offsets_.values())
     assert clone(model).get_params()["random_state"] == 0
+
+
+def test_absolute_residual_corrects_in_target_units() -> None:
+    # The anchor misses a constant 400 MiB on half the rows. Fitted on small jobs, the
+    # absolute correction carries the same 400 MiB to a big one; a relative one scales it.
+    base = np.linspace(500, 1000, 40)
+    flag = np.arange(40) % 2
+    y = base + 100 + 400.0 * flag
+    X = np.column_stack([base, np.zeros(40), flag])
+    big = np.array([[5000.0, 0.0, 1.0]])
+    absolute = ResidualPeakRegressor(relative=False, min_samples_leaf=1).fit(X, y)
+    offset = absolute.offsets_[0.0]
+    assert offset == pytest.approx(np.median(y - base))
+    assert absolute.predict(big)[0] == pytest.approx(5000 + 100 + 400, abs=1.0)
+    relative = ResidualPeakRegressor(min_samples_leaf=1).fit(X, y)
+    assert relative.predict(big)[0] > absolute.predict(big)[0] + 500  # 400 MiB scaled up
