@@ -69,7 +69,8 @@ class SimulatedPeak:
     sim_gflops: float
 
 
-def _example_input(spec: ModelSpec, batch: int) -> torch.Tensor:
+def example_input(spec: ModelSpec, batch: int) -> torch.Tensor:
+    """A batch of the model's input (random images or token ids), on the CPU."""
     if spec.input_kind == "text":
         return torch.randint(0, TEXT_VOCAB, (batch, TEXT_SEQ_LEN))
     return torch.randn(batch, *IMAGE_SHAPE)
@@ -79,7 +80,7 @@ def summarize(name: str) -> ModelSummary:
     """The paper's torchinfo recipe for one registered model (batch 1, CPU)."""
     spec = get_spec(name)
     model = spec.build().eval()
-    sample = _example_input(spec, 1)
+    sample = example_input(spec, 1)
     with torch.no_grad():
         stats = torchinfo.summary(model, input_data=[sample], verbose=0, device="cpu")
     leaf_elements = sum(
@@ -125,17 +126,17 @@ def _simulate_one(spec: ModelSpec, real_model: nn.Module, task: str, batch: int)
     model = _fake_copy(real_model, mode)
     with mode:
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-        inputs = _example_input(spec, batch)
+        inputs = example_input(spec, batch)
         labels = torch.randint(0, spec.num_classes, (batch,))
         tracker = MemTracker()
         tracker.track_external(model, optimizer)
         with tracker:
             for _ in range(SIM_ITERATIONS):
                 tracker.reset_mod_stats()
-                _step(model, optimizer, inputs, labels, task)
+                run_step(model, optimizer, inputs, labels, task)
         peak = next(iter(tracker.get_tracker_snapshot("peak").values()))
         with FlopCounterMode(display=False) as flops:
-            _step(model, optimizer, inputs, labels, task)
+            run_step(model, optimizer, inputs, labels, task)
     by_kind = {str(kind).rsplit(".", 1)[-1]: nbytes / MIB for kind, nbytes in peak.items()}
     return SimulatedPeak(
         model=spec.name,
@@ -151,7 +152,7 @@ def _simulate_one(spec: ModelSpec, real_model: nn.Module, task: str, batch: int)
     )
 
 
-def _step(model: nn.Module, optimizer: torch.optim.Optimizer, inputs: torch.Tensor,
+def run_step(model: nn.Module, optimizer: torch.optim.Optimizer, inputs: torch.Tensor,
           labels: torch.Tensor, task: str) -> None:
     """One training step (forward, backward, SGD update) or one inference pass."""
     if task == "train":
