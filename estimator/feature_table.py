@@ -145,9 +145,10 @@ def _read_rows(path: Path) -> list[dict[str, str]]:
 
 
 def upsert(path: Path, key_columns: Iterable[str], records: Iterable[object]) -> None:
-    """Insert or replace dataclass records in a CSV, atomically and under a file lock."""
+    """Insert or replace records (dataclasses or mappings) in a CSV, atomically and under
+    a file lock."""
     keys = tuple(key_columns)
-    new_rows = [{k: _fmt(v) for k, v in asdict(r).items()} for r in records]  # type: ignore[call-overload]
+    new_rows = [{k: _fmt(v) for k, v in _fields(r).items()} for r in records]
     if not new_rows:
         return
     columns = list(new_rows[0])
@@ -162,6 +163,10 @@ def upsert(path: Path, key_columns: Iterable[str], records: Iterable[object]) ->
             writer.writeheader()
             writer.writerows(merged[k] for k in sorted(merged, key=_sort_key))
         os.replace(tmp, path)
+
+
+def _fields(record: object) -> Mapping[str, object]:
+    return record if isinstance(record, Mapping) else asdict(record)  # type: ignore[call-overload]
 
 
 def _sort_key(key: tuple[str, ...]) -> tuple[object, ...]:

@@ -29,11 +29,12 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from estimator.catalogue import CATALOGUE, GpuType, gpu_for_product  # noqa: E402
+from estimator.catalogue import (  # noqa: E402
+    CATALOGUE, CHARACTERISTICS, GpuType, characteristics, gpu_for_product,
+)
 from estimator.data import MEASUREMENTS_FILE  # noqa: E402
 from estimator.feature_table import TASKS, check_job, upsert  # noqa: E402
 from estimator.zoo import MODEL_NAMES, PAPER_MODELS, get_spec  # noqa: E402
@@ -71,12 +72,6 @@ class Measurement:
     seconds: float  # per epoch (train) or per request (inference)
     steps: int
     samples: int
-    cuda_cores: int
-    tensor_cores: int
-    mem_bandwidth_gbs: float
-    sm_count: int
-    mem_clock_mhz: float
-    memory_mib: int
     gpu_product: str
     driver: str
     torch: str
@@ -220,19 +215,22 @@ def profile(model: str, task: str, batch: int, units: int, index: int,
         model=model, task=task, batch=batch, gpu=gpu.name,
         peak_mib=float(max(0, sampler.peak_mib - smi_gpu.memory_used_mib)),
         torch_reserved_mib=round(reserved, 1), seconds=seconds, steps=steps,
-        samples=sampler.samples, **_characteristics(gpu), gpu_product=smi_gpu.name,
+        samples=sampler.samples, gpu_product=smi_gpu.name,
         driver=smi_gpu.driver, torch=torch.__version__,
         measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )  # fmt: skip
 
 
-def _characteristics(gpu: GpuType) -> dict[str, Any]:
-    return {k: v for k, v in asdict(gpu).items() if k not in ("name", "products")}
-
-
 def record(measurements: list[Measurement], path: Path = MEASUREMENTS_FILE) -> None:
-    """Upsert rows by (model, task, batch, gpu): a job profiled again replaces its row."""
-    upsert(path, KEY_COLUMNS, measurements)
+    """Upsert rows by (model, task, batch, gpu), each with its GPU's characteristics and
+    memory as the catalogue has them: a job profiled again replaces its row."""
+    upsert(path, KEY_COLUMNS, [{**asdict(m), **_gpu_columns(CATALOGUE[m.gpu])}
+                               for m in measurements])
+
+
+def _gpu_columns(gpu: GpuType) -> dict[str, float]:
+    return {**dict(zip(CHARACTERISTICS, characteristics(gpu), strict=True)),
+            "memory_mib": float(gpu.memory_mib)}
 
 
 def _jobs(args: argparse.Namespace) -> Iterator[tuple[str, int]]:

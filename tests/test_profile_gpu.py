@@ -74,13 +74,14 @@ def test_rows_are_upserted_and_read_back_as_profiled_data(tmp_path, monkeypatch)
     out = tmp_path / "measurements.csv"
     row = Measurement(model="resnet50", task="train", batch=32, gpu="H100-80GB", peak_mib=5400.0,
                       torch_reserved_mib=4100.0, seconds=61.5, steps=1563, samples=250,
-                      **profile_gpu._characteristics(profile_gpu.catalogue_gpu("H100-80GB")),
                       gpu_product="NVIDIA H100 80GB HBM3", driver="550.54.15", torch="2.13.0",
                       measured_at="2026-11-21T00:00:00+00:00")  # fmt: skip
     inference = replace(row, model="bert_base", task="inference", batch=1, peak_mib=1900.0,
                         seconds=0.004)
     profile_gpu.record([row, inference], out)
     profile_gpu.record([replace(row, peak_mib=5500.0)], out)  # profiled again: replaced
+    assert "cuda_cores,tensor_cores,mem_bandwidth_gbs,sm_count,mem_clock_mhz,memory_mib" in (
+        out.read_text().splitlines()[0])
     monkeypatch.setattr(data, "MEASUREMENTS_FILE", out)
     mem = data._read_measurements("train-mem")
     assert mem[["model", "batch", "gpu", "y", "source"]].values.tolist() == [
