@@ -174,9 +174,9 @@ class Estimator:
         mem = self._predict(mem_target, features)
         unit_s = self._predict(time_target, features) * SECONDS_PER_UNIT[time_target]
         memory = self._predictors[mem_target]
-        pads = [memory.meta["pad_seen"] if memory.seen(g) else memory.meta["pad_unseen_gpu"]
-                for g in self._gpus]  # fmt: skip
-        return [{name: (float(mem[j, i]), float(pads[i]), float(unit_s[j, i]), memory.seen(name))
+        seen = [memory.seen(g) for g in self._gpus]
+        pads = [float(memory.meta["pad_seen" if s else "pad_unseen_gpu"]) for s in seen]
+        return [{name: (float(mem[j, i]), pads[i], float(unit_s[j, i]), seen[i])
                  for i, name in enumerate(self._gpus)} for j in range(len(keys))]
 
     def _predict(self, target: str, features: list[JobFeatures]) -> np.ndarray:
