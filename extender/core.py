@@ -3,9 +3,12 @@
 * `filter_nodes` (Algorithm 2): a node passes when one of its GPUs has room
   for the padded estimate of the job on that GPU type and is below its
   collocation limit; the verdict names the best-fit GPU, or says why not.
-* `score_nodes` (Eq. 1-2): expected completion on the node's best GPU,
-  normalised so the soonest scores 1.
-* `reservation_candidates`: the GPUs bind should try, best fit first.
+* `score_nodes` (Eq. 1-2): expected completion on the node's cheapest GPU,
+  normalised so the soonest scores 1; among nodes as soon as each other, the
+  tightest fit keeps the top score (packing leaves the larger holes for larger
+  jobs, as kube-scheduler's MostAllocated or Volcano's binpack would).
+* `reservation_candidates`: the GPUs bind should try, the one scored first:
+  cheapest, then best fit.
 * `held_gpus`: starvation guard. A pod that fit nowhere waits; the GPU where it
   will fit soonest is held for it: other jobs go there only if both fit, or if
   they are gone before it would fit anyway (within `BACKFILL_SLACK`), so a
@@ -27,6 +30,7 @@ from extender.model import (
 UNKNOWN_TYPE = "unknown"
 NO_HOLDS: Mapping[tuple[str, int], Hold] = {}
 BACKFILL_SLACK = 1.1  # a backfilled job may push the waiter's expected fit back 10 %
+TIED_SCORE = 0.9  # as soon as the best node but a looser fit: below it on every wire's scale
 
 
 @dataclass(frozen=True)
@@ -196,17 +200,19 @@ def filter_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: L
     return verdicts
 
 
-def node_jct_s(node: NodeState, needs: Mapping[str, Need], limits: Limits, now: float,
-               cost: scoring.CostModel,
-               holds: Mapping[tuple[str, int], Hold] = NO_HOLDS) -> float | None:
-    """Expected completion on the node's best GPU; None when no GPU can take the job now."""
+def node_placement(node: NodeState, needs: Mapping[str, Need], limits: Limits, now: float,
+                   cost: scoring.CostModel,
+                   holds: Mapping[tuple[str, int], Hold] = NO_HOLDS) -> tuple[float, float] | None:
+    """(expected completion s, MiB left free) on the GPU of the node bind would reserve:
+    the cheapest, best fit among equals. None when no GPU can take the job now."""
     if node.gpus is None or node.gpus.count == 0 or node.gpus.problem:
         return None
     need = needs[type_of(node.gpus)]
     fitting = usable_gpus(node, need, limits.for_node(node.gpus), holds)
     if not fitting:
         return None
-    return cost.best_cost_s(fitting, need.predicted_s, now)
+    jct, gpu = cost.cheapest(fitting, need.predicted_s, now)
+    return jct, gpu.free_mib - need.padded_mib
 
 
 def score_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: Limits,
@@ -214,31 +220,48 @@ def score_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: Li
                 holds: Mapping[tuple[str, int], Hold] = NO_HOLDS) -> dict[str, float]:
     """Scores in [0, 1] for the nodes that can take the job (others score 0)."""
     held_nodes = {node for node, _ in holds}
-    idle_jct: dict[NodeGpus | None, float | None] = {}
-    jct: dict[str, float] = {}
+    idle: dict[NodeGpus | None, tuple[float, float] | None] = {}
+    placements: dict[str, tuple[float, float]] = {}
     for name, node in snapshot.nodes.items():
         if node.idle and name not in held_nodes:
-            if node.gpus not in idle_jct:
-                idle_jct[node.gpus] = node_jct_s(node, needs, limits, snapshot.now, cost)
-            value = idle_jct[node.gpus]
+            if node.gpus not in idle:
+                idle[node.gpus] = node_placement(node, needs, limits, snapshot.now, cost)
+            value = idle[node.gpus]
         else:
-            value = node_jct_s(node, needs, limits, snapshot.now, cost, holds)
+            value = node_placement(node, needs, limits, snapshot.now, cost, holds)
         if value is not None:
-            jct[name] = value
-    scores = scoring.normalise(jct)
+            placements[name] = value
+    scores = scoring.normalise({name: jct for name, (jct, _) in placements.items()})
+    _pack_ties(scores, placements)
     return {name: scores.get(name, 0.0) for name in snapshot.nodes}
 
 
+def _pack_ties(scores: dict[str, float], placements: Mapping[str, tuple[float, float]]) -> None:
+    """Of the nodes tied for the soonest completion, only the tightest fit keeps the top
+    score (the first listed among equals), so the choice is ours, not a coin toss."""
+    if len(placements) < 2:
+        return
+    soonest = min(jct for jct, _ in placements.values())
+    tied = [name for name, (jct, _) in placements.items() if jct <= soonest * (1 + 1e-9)]
+    keep = min(tied, key=lambda name: placements[name][1])
+    for name in tied:
+        if name != keep:
+            scores[name] = min(scores[name], TIED_SCORE)
+
+
 def reservation_candidates(node: NodeState, need: Need, limits: Limits,
+                           cost: scoring.CostModel, now: float,
                            avoid: frozenset[int] = frozenset()) -> list[tuple[int, float, int]]:
-    """(gpu index, capacity MiB, limit) for the node's GPUs, best fit first; `avoid`:
-    GPUs filter found held for a waiter with no room beside it (left out).
+    """(gpu index, capacity MiB, limit) for the node's GPUs, in the order prioritize
+    costed them (cheapest, then best fit: the GPU it scored comes first); `avoid`: GPUs
+    filter found held for a waiter with no room beside it (left out).
 
     The store re-checks room atomically, so a GPU filled meanwhile is skipped there.
     """
     assert node.gpus is not None
     limit = limits.for_node(node.gpus)
     order = usable_gpus(node, need, limit)
+    order.sort(key=lambda g: cost.cost_s(g, need.predicted_s, now))  # stable: best fit among equals
     rest = [g for g in node.gpu_states if g not in order]
     return [(g.index, float(g.capacity_mib), limit) for g in (*order, *rest)
             if g.index not in avoid]

@@ -102,14 +102,20 @@ class CostModel:
             return shared_completion_s(work_s, remaining, self.alpha)
         return marginal_cost_s(work_s, remaining, self.alpha)
 
-    def best_cost_s(self, gpus: Iterable[GpuState], work_s: float, now: float) -> float:
-        """The lowest cost among `gpus` (at least one). No placement costs less than the
-        job alone, so the first idle GPU ends the search (most GPUs of a large cluster)."""
-        best = math.inf
+    def cheapest(self, gpus: Iterable[GpuState], work_s: float,
+                 now: float) -> tuple[float, GpuState]:
+        """The lowest cost among `gpus` (at least one, best fit first) and the first GPU at
+        that cost. No placement costs less than the job alone, so the first GPU that costs
+        no more (any idle one: most GPUs of a large cluster) ends the search."""
+        best: tuple[float, GpuState] | None = None
         for gpu in gpus:
-            if not gpu.jobs:
-                return work_s
-            best = min(best, self.cost_s(gpu, work_s, now))
+            cost = work_s if not gpu.jobs else self.cost_s(gpu, work_s, now)
+            if best is None or cost < best[0]:
+                best = (cost, gpu)
+                if cost <= work_s:
+                    break
+        if best is None:
+            raise ValueError("no GPU to cost")
         return best
 
 

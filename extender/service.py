@@ -160,8 +160,9 @@ class Scheduler:
             predicted_s=round(need.predicted_s, 3), state="reserved", reserved_at=now,
             gpu_type=core.type_of(state.gpus), batch=demand.batch, units=demand.units,
         )  # fmt: skip
-        candidates = core.reservation_candidates(state, need, self.settings.collocation,
-                                                 frozenset(stored.get("held", {}).get(node, ())))
+        candidates = core.reservation_candidates(
+            state, need, self.settings.collocation, self.cost, now,
+            frozenset(stored.get("held", {}).get(node, ())))
         status, detail = self.store.reserve(record, candidates, now,
                                             self.settings.reservation_ttl_s)
         if status == "full":

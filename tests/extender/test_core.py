@@ -72,13 +72,56 @@ def test_marginal_cost_hand_computed() -> None:
 
 
 @pytest.mark.parametrize("mode", ["paper", "shared", "marginal"])
-def test_best_cost_is_the_minimum_and_an_idle_gpu_ends_the_search(mode) -> None:
+def test_cheapest_is_the_minimum_and_a_gpu_at_the_jobs_own_time_ends_the_search(mode) -> None:
     cost = scoring.CostModel(mode, 0.47)
     busy = GpuState("n", 0, 24576, (_job("a", 100, 50),))
     busier = GpuState("n", 1, 24576, (_job("a", 100, 50), _job("b", 100, 500)))
     idle = GpuState("n", 2, 24576)
-    assert cost.best_cost_s([busier, busy], 100, 0) == cost.cost_s(busy, 100, 0) > 100
-    assert cost.best_cost_s([busier, idle, busy], 100, 0) == cost.cost_s(idle, 100, 0) == 100
+    assert cost.cheapest([busier, busy], 100, 0) == (cost.cost_s(busy, 100, 0), busy)
+    assert cost.cost_s(busy, 100, 0) > 100
+    assert cost.cheapest([busier, idle, busy], 100, 0) == (100, idle) == (cost.cost_s(idle, 100, 0), idle)
+    # A job past its prediction counts as ending now: its GPU costs the job alone too, and
+    # comes first when listed first (best fit).
+    overrun = GpuState("n", 3, 24576, (_job("c", 100, 50, started=1),))
+    assert cost.cheapest([overrun, idle], 100, 60) == (100, overrun)
+    with pytest.raises(ValueError):
+        cost.cheapest([], 100, 0)
+
+
+@pytest.mark.parametrize("mode", ["paper", "shared", "marginal"])
+def test_nodes_tied_for_the_soonest_completion_go_to_the_tightest_fit(mode) -> None:
+    # Same type, same work left on each: equal completion; "full" would be left with 4576 MiB
+    # free, "roomy" with 16576, "slow" is later. Only the tightest fit keeps the top score.
+    full = _node("full", [[_job("a", 16000, 100, started=10)]])
+    roomy = _node("roomy", [[_job("b", 4000, 100, started=10)]])
+    slow = _node("slow", [[_job("c", 4000, 100, started=10), _job("d", 1000, 900, started=10)]])
+    snap = ClusterSnapshot(now=10.0, nodes={"roomy": roomy, "full": full, "slow": slow})
+    need = {"RTX-3090": core.Need(4000, 60)}
+    cost = scoring.CostModel(mode, 0.47)
+    scores = core.score_nodes(snap, need, core.Limits(4, {}), cost)
+    assert scores["full"] == 1.0
+    assert scores["roomy"] == core.TIED_SCORE
+    assert scores["slow"] < 1.0 and scores["slow"] == pytest.approx(
+        cost.cost_s(full.gpu_states[0], 60, 10) / cost.cost_s(slow.gpu_states[0], 60, 10))
+    # No tie, no change: a sooner node keeps its normalised score whatever its fit.
+    alone = ClusterSnapshot(now=10.0, nodes={"roomy": roomy, "idle": _node("idle", [[]])})
+    assert core.score_nodes(alone, need, core.Limits(4, {}), cost)["idle"] == 1.0
+
+
+def test_bind_reserves_the_gpu_prioritize_costed_not_the_tightest() -> None:
+    # GPU 0 is the best fit but shared with a long job; GPU 1 is idle and costs the job alone.
+    node = _node("n", [[_job("a", 16000, 3000, started=5)], []])
+    need = core.Need(4000, 600)
+    cost = scoring.CostModel("marginal", 0.47)
+    assert [g.index for g in core.usable_gpus(node, need, 4)] == [0, 1]
+    order = core.reservation_candidates(node, need, core.Limits(4, {}), cost, 10.0)
+    assert [index for index, _, _ in order] == [1, 0]
+    snap = ClusterSnapshot(now=10.0, nodes={"n": node})
+    assert core.node_placement(node, {"RTX-3090": need}, LIMITS, 10.0, cost) == (600, 24576 - 4000)
+    # Equal cost keeps best fit: two idle GPUs, the fuller one first.
+    pair = _node("p", [[_job("x", 16000, 0, started=1)], []])
+    assert [i for i, _, _ in core.reservation_candidates(pair, need, core.Limits(4, {}), cost, 10.0)] == [0, 1]
+    assert core.score_nodes(snap, {"RTX-3090": need}, LIMITS, cost) == {"n": 1.0}
 
 
 def test_wait_until_fits_hand_computed() -> None:
