@@ -6,6 +6,7 @@ extender over HTTP, with baselines in the same run, world and arrivals.
     python scripts/replay.py --workload generated --jobs 2000 --rate 20 --seed 7 \\
         --cluster "T4:8x4,A10:4x4,L4:4x4,A100-80GB:2x8" --plots out/
     python scripts/replay.py --cluster-file my-cluster.yaml --jobs-file my-jobs.csv
+    python scripts/replay.py --workload paper --shuffle 5    # same arrival times, jobs reordered
 
 Starts an embedded Redis (or uses REDIS_URL) and the extender app on 127.0.0.1 with its
 clock on simulated time. Policies: default, schedtune-paper, gavel-like, ours.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import os
 import random
@@ -142,6 +144,16 @@ def jobs_from_file(path: Path) -> list[SimJob]:
     return jobs
 
 
+def shuffle_order(jobs: list[SimJob], seed: int) -> list[SimJob]:
+    """The same arrival times with the jobs arriving at them permuted (seeded): is a
+    result about the policy or about the one order a trace happened to have?"""
+    order = sorted(jobs, key=lambda j: (j.arrival_s, j.id))
+    permuted = order[:]
+    random.Random(seed).shuffle(permuted)
+    return [dataclasses.replace(job, id=slot.id, arrival_s=slot.arrival_s)
+            for slot, job in zip(order, permuted, strict=True)]
+
+
 def make_policy(name: str, nodes: list[SimNode], redis_url: str):  # noqa: ANN201
     if name == "default":
         return WholeGpuPolicy(name, heterogeneity_aware=False)
@@ -222,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=10.0, help="generated: jobs per minute")
     parser.add_argument("--train-fraction", type=float, default=0.3)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--shuffle", type=int, metavar="SEED",
+                        help="keep the arrival times, permute which job arrives at each")
     parser.add_argument("--startup", type=float, default=10.0, help="per-job start-up seconds")
     parser.add_argument("--sensitivity", action="store_true",
                         help="also report makespan and JCT at 2 s and 30 s start-up")
@@ -252,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ReplayError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.shuffle is not None:
+        jobs, workload = shuffle_order(jobs, args.shuffle), f"{workload} (order shuffled, seed {args.shuffle})"
 
     with tempfile.TemporaryDirectory(prefix="schedtune-replay-") as tmp:
         embedded = None if os.environ.get("REDIS_URL") else EmbeddedRedis(Path(tmp) / "redis")

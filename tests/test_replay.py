@@ -91,6 +91,16 @@ def test_paper_trace_and_cluster_parse(data_dir) -> None:
         replay.parse_cluster("H100:2")
 
 
+def test_shuffled_order_keeps_the_arrival_times_and_the_jobs() -> None:
+    jobs = replay.generated_workload(50, 10.0, seed=3, train_fraction=0.5)
+    shuffled = replay.shuffle_order(jobs, 1)
+    assert [(j.id, j.arrival_s) for j in shuffled] == [(j.id, j.arrival_s) for j in jobs]
+    shape = lambda j: (j.model, j.task, j.batch, j.units)  # noqa: E731
+    assert sorted(map(shape, shuffled)) == sorted(map(shape, jobs))
+    assert list(map(shape, shuffled)) != list(map(shape, jobs))
+    assert replay.shuffle_order(jobs, 1) == shuffled != replay.shuffle_order(jobs, 2)
+
+
 def test_generated_replay_through_the_http_extender(capsys, tmp_path) -> None:
     code = replay.main(["--workload", "generated", "--jobs", "40", "--rate", "60",
                         "--cluster", "T4:2x2,A100-80GB:1x2", "--data", str(tmp_path), "--json",
