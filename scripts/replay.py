@@ -267,7 +267,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.shuffle is not None:
-        jobs, workload = shuffle_order(jobs, args.shuffle), f"{workload} (order shuffled, seed {args.shuffle})"
+        jobs = shuffle_order(jobs, args.shuffle)
+        workload = f"{workload} (order shuffled, seed {args.shuffle})"
 
     with tempfile.TemporaryDirectory(prefix="schedtune-replay-") as tmp:
         embedded = None if os.environ.get("REDIS_URL") else EmbeddedRedis(Path(tmp) / "redis")

@@ -79,7 +79,8 @@ def test_cheapest_is_the_minimum_and_a_gpu_at_the_jobs_own_time_ends_the_search(
     idle = GpuState("n", 2, 24576)
     assert cost.cheapest([busier, busy], 100, 0) == (cost.cost_s(busy, 100, 0), busy)
     assert cost.cost_s(busy, 100, 0) > 100
-    assert cost.cheapest([busier, idle, busy], 100, 0) == (100, idle) == (cost.cost_s(idle, 100, 0), idle)
+    assert cost.cheapest([busier, idle, busy], 100, 0) == (100, idle)
+    assert cost.cost_s(idle, 100, 0) == 100
     # A job past its prediction counts as ending now: its GPU costs the job alone too, and
     # comes first when listed first (best fit).
     overrun = GpuState("n", 3, 24576, (_job("c", 100, 50, started=1),))
@@ -120,7 +121,8 @@ def test_bind_reserves_the_gpu_prioritize_costed_not_the_tightest() -> None:
     assert core.node_placement(node, {"RTX-3090": need}, LIMITS, 10.0, cost) == (600, 24576 - 4000)
     # Equal cost keeps best fit: two idle GPUs, the fuller one first.
     pair = _node("p", [[_job("x", 16000, 0, started=1)], []])
-    assert [i for i, _, _ in core.reservation_candidates(pair, need, core.Limits(4, {}), cost, 10.0)] == [0, 1]
+    order = core.reservation_candidates(pair, need, core.Limits(4, {}), cost, 10.0)
+    assert [index for index, _, _ in order] == [0, 1]
     assert core.score_nodes(snap, {"RTX-3090": need}, LIMITS, cost) == {"n": 1.0}
 
 
