@@ -85,6 +85,18 @@ def test_vgg16_training_refused_by_8gb_accepted_by_24gb(client) -> None:
     assert "MiB padded, more than the 7982 MiB of one RTX-3070" in reasons["small-3070"]
 
 
+def test_second_job_on_a_two_gpu_node_gets_the_idle_gpu_not_the_tightest(client, binder) -> None:
+    node = make_node("pair", count=2, memory_mib=24576, replicas=4)  # time-sliced: shareable
+    gpus = []
+    for name in ("first", "second"):
+        pod = make_pod(name, model="resnet50", task="train", batch=32, epochs=5)
+        assert client.post("/filter", json=filter_args(pod, [node])).status_code == 200
+        assert client.post("/bind", json=bind_args(pod, "pair")).get_json() == {"Error": ""}
+        gpus.append(binder.calls[-1][4]["schedtune.io/gpu"])
+    # Best fit alone would put the second beside the first (the tighter GPU) and slow both.
+    assert sorted(gpus) == ["0", "1"]
+
+
 def test_unannotated_pods_pass_through_without_redis(client, redis_client) -> None:
     pod = make_pod(model=None)
     nodes = [make_node("a"), make_node("b", product=None)]
