@@ -127,7 +127,7 @@ class Scheduler:
                                 self._holds(snapshot, pod.uid))
 
     def bind(self, uid: str, name: str, namespace: str, node: str) -> dict[str, str]:
-        """Reserve on the node's best GPU, create the Binding, confirm. Idempotent per UID.
+        """Reserve on the GPU prioritize costed, create the Binding, confirm. Idempotent per UID.
 
         Returns the annotations recorded on the pod (empty for pass-through pods).
         Raises `Conflict` (no room any more), `BindFailed`, `StoreUnavailable`.
