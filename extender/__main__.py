@@ -7,12 +7,12 @@ import os
 import sys
 from pathlib import Path
 
-CONFIG = Path(__file__).resolve().parent / "gunicorn.conf.py"
+CONFIG = Path(__file__).resolve().parent / "web" / "gunicorn.conf.py"
 
 
 def main() -> None:
     os.execvp(sys.executable, [sys.executable, "-m", "gunicorn", "-c", str(CONFIG),
-                               "extender.app:create_app()", *sys.argv[1:]])
+                               "extender.web.app:create_app()", *sys.argv[1:]])
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 # Pod annotations (the opt-in contract).
 ANNOTATION_PREFIX = "schedtune.io/"
@@ -30,6 +30,16 @@ LABEL_REPLICAS = "nvidia.com/gpu.replicas"
 RESOURCE_GPU = "nvidia.com/gpu"
 RESOURCE_VOLCANO_MEMORY = "volcano.sh/gpu-memory"
 RESOURCE_VOLCANO_NUMBER = "volcano.sh/gpu-number"
+
+
+@dataclass(frozen=True)
+class PodInfo:
+    """A pod as the verbs see it: identity and annotations (the wire layers decode it)."""
+
+    uid: str
+    name: str
+    namespace: str
+    annotations: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -16,25 +16,18 @@ from typing import Any, Protocol
 
 from estimator.errors import EstimatorError
 from estimator.predict import Estimator, Job
-from extender import core, scoring
-from extender.annotations import AnnotationError, parse_demand
+from extender.core import decisions as core
+from extender.policies import timeline as scoring
+from extender.core.annotations import AnnotationError, parse_demand
 from extender.errors import Conflict
 from extender.model import (
-    GPU, PREDICTED_S, RESERVED_MIB, ClusterSnapshot, JobRecord, NodeGpus, PodDemand, Verdict,
-    Waiter,
+    GPU, PREDICTED_S, RESERVED_MIB, ClusterSnapshot, JobRecord, NodeGpus, PodDemand, PodInfo,
+    Verdict, Waiter,
 )  # fmt: skip
 from extender.settings import Settings
-from extender.store import RedisStore
+from extender.state.store import RedisStore
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class PodInfo:
-    uid: str
-    name: str
-    namespace: str
-    annotations: Mapping[str, Any] = field(default_factory=dict)
 
 
 class BindTarget(Protocol):

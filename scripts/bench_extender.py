@@ -27,10 +27,10 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from extender.embedded_redis import EmbeddedRedis  # noqa: E402
+from extender.state.embedded_redis import EmbeddedRedis  # noqa: E402
 from extender.model import JobRecord  # noqa: E402
-from extender.nodes import gpus_from_node  # noqa: E402
-from extender.store import RedisStore  # noqa: E402
+from extender.wire.node_labels import gpus_from_node  # noqa: E402
+from extender.state.store import RedisStore  # noqa: E402
 
 PRODUCTS = [("NVIDIA-GeForce-RTX-3090", 24576), ("NVIDIA-A100-SXM4-40GB", 40960),
             ("Tesla-T4", 15360), ("NVIDIA-H100-80GB-HBM3", 81559), ("NVIDIA-L4", 23034)]
@@ -120,7 +120,7 @@ def free_port() -> int:
 
 
 def serve(app: str, port: int, env: dict[str, str]) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "extender" / "gunicorn.conf.py"),
+    cmd = [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "extender" / "web" / "gunicorn.conf.py"),
            "--bind", f"127.0.0.1:{port}", app]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
                "EXTENDER_BIND": "record", "EXTENDER_NODE_WATCH": "0",
                "EXTENDER_LOG_LEVEL": "WARNING", "PROMETHEUS_MULTIPROC_DIR": tmp}
         ours_port, noop_port = free_port(), free_port()
-        procs = [serve("extender.app:create_app()", ours_port, env),
+        procs = [serve("extender.web.app:create_app()", ours_port, env),
                  serve("scripts.noop_extender:create_app()", noop_port, env)]
         try:
             replay(noop_port, bodies[:10])  # warm both

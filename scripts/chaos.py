@@ -37,8 +37,8 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from extender.embedded_redis import EmbeddedRedis  # noqa: E402
-from extender.store import RedisStore  # noqa: E402
+from extender.state.embedded_redis import EmbeddedRedis  # noqa: E402
+from extender.state.store import RedisStore  # noqa: E402
 from scripts.bench_extender import free_port, serve  # noqa: E402
 
 GPUS_PER_NODE, NODES, LIMIT, MEMORY = 2, 4, 3, 24576
@@ -109,7 +109,7 @@ class Replicas:
         self.procs = [self._start(port) for port in self.ports]
 
     def _start(self, port: int) -> subprocess.Popen:
-        return serve("extender.app:create_app()", port, self.env)
+        return serve("extender.web.app:create_app()", port, self.env)
 
     def url(self, i: int) -> str:
         return f"http://127.0.0.1:{self.ports[i]}"

@@ -21,11 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from extender.embedded_redis import EmbeddedRedis  # noqa: E402
+from extender.state.embedded_redis import EmbeddedRedis  # noqa: E402
 from extender.errors import StoreUnavailable  # noqa: E402
-from extender.queue_report import queue_report, waiting_report  # noqa: E402
+from extender.core.queue_report import queue_report, waiting_report  # noqa: E402
 from extender.settings import Settings, SettingsError  # noqa: E402
-from extender.store import RedisStore  # noqa: E402
+from extender.state.store import RedisStore  # noqa: E402
 
 
 def render(report: list[dict]) -> str:

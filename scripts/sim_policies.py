@@ -23,10 +23,10 @@ from werkzeug.serving import make_server
 
 import logging
 
-from extender.app import create_app
-from extender.monitor import Monitor
+from extender.web.app import create_app
+from extender.cluster.monitor import Monitor
 from extender.settings import Settings
-from extender.store import RedisStore
+from extender.state.store import RedisStore
 from scripts.sim_engine import Placement, SimNode, Simulator
 from scripts.sim_world import SimJob
 

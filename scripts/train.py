@@ -94,9 +94,9 @@ def main(argv: list[str] | None = None) -> int:
 def _read_observations(url: str | None) -> list[dict[str, str]]:
     import os
 
-    from extender.embedded_redis import EmbeddedRedis
+    from extender.state.embedded_redis import EmbeddedRedis
     from extender.errors import StoreUnavailable
-    from extender.store import RedisStore
+    from extender.state.store import RedisStore
 
     url = url or os.environ.get("REDIS_URL") or EmbeddedRedis(Path("var/redis").resolve()).url
     try:

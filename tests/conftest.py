@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from estimator.data import DEFAULT_DATA_DIR, PAPER_DIR
-from extender.store import RedisStore
+from extender.state.store import RedisStore
 
 DATA_DIR = Path(os.environ.get("SCHEDTUNE_DATA", DEFAULT_DATA_DIR))
 
@@ -28,7 +28,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if os.environ.get("REDIS_URL"):
         yield os.environ["REDIS_URL"]
         return
-    from extender.embedded_redis import EmbeddedRedis
+    from extender.state.embedded_redis import EmbeddedRedis
 
     server = EmbeddedRedis(tmp_path_factory.mktemp("redis"))
     url = server.start()

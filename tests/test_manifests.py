@@ -93,7 +93,7 @@ def test_extender_deployment_uses_known_settings_modules_and_the_service_port() 
     (spec,) = _pod_specs(docs["Deployment"])
     containers = {c["name"]: c for c in spec["containers"]}
     assert containers["extender"]["command"] == ["python", "-m", "extender"]
-    assert containers["monitor"]["command"] == ["python", "-m", "extender.monitor"]
+    assert containers["monitor"]["command"] == ["python", "-m", "extender.cluster.monitor"]
     for container in containers.values():
         for env in container["env"]:
             assert env["name"] in settings_module.__doc__, env["name"]
@@ -118,7 +118,7 @@ def test_redis_persists_with_aof() -> None:
 
 def test_examples_are_annotated_for_schedtune_scheduler_with_valid_demands() -> None:
     from estimator.feature_table import FeatureTable
-    from extender.annotations import parse_demand
+    from extender.core.annotations import parse_demand
 
     known = FeatureTable.load().models
     for path in sorted((K8S / "examples").glob("*.yaml")):

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from estimator.predict import Estimator
-from extender.app import create_app
+from extender.web.app import create_app
 from extender.settings import Settings
 
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from extender import core, scoring
+from extender.core import decisions as core
+from extender.policies import timeline as scoring
 from extender.model import ClusterSnapshot, GpuState, NodeGpus, NodeState, QueuedJob, Waiter
 
 LIMITS = core.Limits(default=4, per_type={"RTX-3090": 2})

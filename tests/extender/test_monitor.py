@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from extender import kube
+from extender.cluster import kube
 from extender.model import NodeGpus
-from extender.monitor import Monitor, pod_facts
+from extender.cluster.monitor import Monitor, pod_facts
 from tests.extender.recorded_api import DROP, RecordedApi
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "pod-watch"

@@ -2,10 +2,10 @@ import copy
 
 import pytest
 
-from extender.annotations import AnnotationError, parse_demand
+from extender.core.annotations import AnnotationError, parse_demand
 from extender.errors import BadRequest
-from extender.nodes import gpus_from_node
-from extender.wire_kube import decode_node
+from extender.wire.node_labels import gpus_from_node
+from extender.wire.kube import decode_node
 from tests.builders import make_node
 
 

@@ -22,7 +22,7 @@ def test_report_shows_jobs_free_memory_limit_and_queue_delay(client, store, cloc
     pods = [make_pod("train-a", "ml", model="resnet50", batch=32),
             make_pod("train-b", "ml", model="mobilenet_v2", batch=32)]
     _place(client, store, clock, pods, node)
-    from extender.nodes import gpus_from_node
+    from extender.wire.node_labels import gpus_from_node
 
     store.put_node("gpu-node-0", gpus_from_node(node["metadata"]["labels"], node["status"]["allocatable"]))
     first = store.job(pods[0]["metadata"]["uid"])

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import redis
 
-from extender.embedded_redis import EmbeddedRedis
+from extender.state.embedded_redis import EmbeddedRedis
 from extender.model import JobRecord, NodeGpus
-from extender.store import RedisStore
+from extender.state.store import RedisStore
 
 LAYOUT = NodeGpus("NVIDIA-GeForce-RTX-3090", "RTX-3090", 2, 24576)
 
@@ -79,7 +79,7 @@ def test_snapshot_reads_node_watcher_layouts(store: RedisStore) -> None:
 
 
 def test_node_watch_events_and_listings_update_layouts(store: RedisStore) -> None:
-    from extender.node_watch import apply_event, apply_listing
+    from extender.cluster.node_watch import apply_event, apply_listing
     from tests.builders import make_node
 
     node = make_node("w1", product="NVIDIA-L40S", count=2)
@@ -130,7 +130,7 @@ def test_embedded_redis_starts_from_a_relative_state_dir(tmp_path, monkeypatch) 
 
 def test_node_watcher_runs_as_its_own_process_and_says_when_there_is_no_cluster(
         tmp_path, monkeypatch, redis_url) -> None:
-    from extender.node_watch import start_in_background
+    from extender.cluster.node_watch import start_in_background
     from extender.settings import Settings
 
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))

@@ -84,7 +84,7 @@ def test_waiters_go_when_deleted_or_no_longer_filtered(client, store, clock, set
 
 
 def test_holds_can_be_switched_off(redis_url, clock, estimator, giant) -> None:
-    from extender.app import create_app
+    from extender.web.app import create_app
     from extender.settings import Settings
 
     app = create_app(Settings(redis_url=redis_url, bind_mode="record", node_watch=False,

@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.errors import BadRequest
-from extender.model import NodeGpus, Verdict
-from extender.service import PodInfo
-from extender.wire_kube import require_object, require_name, decode_node, decode_pod
+from extender.model import NodeGpus, PodInfo, Verdict
+from extender.wire.kube import require_object, require_name, decode_node, decode_pod
 
 CODE_SUCCESS = 0
 CODE_ERROR = 1

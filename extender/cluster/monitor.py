@@ -1,6 +1,6 @@
 """Lifecycle monitor: keeps the Redis queues true to the pods the API server reports.
 
-`python -m extender.monitor` (its own process: a second container beside the
+`python -m extender.cluster.monitor` (its own process: a second container beside the
 extender) lists and watches pods through the Kubernetes API, and for pods
 annotated with ``schedtune.io/model``:
 
@@ -34,12 +34,13 @@ from typing import Any
 
 from estimator.errors import EstimatorError
 from estimator.predict import Estimator, Job
-from extender import core, logs
-from extender.annotations import AnnotationError, parse_demand
+from extender import logs
+from extender.core import decisions as core
+from extender.core.annotations import AnnotationError, parse_demand
 from extender.metrics import ADOPTIONS, OOM_KILLS, RELEASES
 from extender.model import GPU, MODEL, PREDICTED_S, RESERVED_MIB, JobRecord, NodeState
 from extender.settings import Settings
-from extender.store import RedisStore
+from extender.state.store import RedisStore
 
 log = logging.getLogger(__name__)
 FINISHED_PHASES = ("Succeeded", "Failed")
@@ -248,8 +249,8 @@ def _outcome(facts: PodFacts) -> str:
 def main() -> int:
     from prometheus_client import start_http_server
 
-    from extender import kube
-    from extender.embedded_redis import EmbeddedRedis
+    from extender.cluster import kube
+    from extender.state.embedded_redis import EmbeddedRedis
 
     settings = Settings.from_env(os.environ)
     logs.configure(settings.log_level)

@@ -7,7 +7,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from extender import core, scoring
+from extender.core import decisions as core
+from extender.policies import timeline as scoring
 from extender.model import JobRecord, NodeGpus, QueuedJob, Waiter
 
 

@@ -3,7 +3,7 @@
 Needed for kube-scheduler's ``nodeCacheCapable: true`` mode and Volcano, where
 requests name nodes without their labels. Started by gunicorn's master as one
 process per replica (`start_in_background`), or run alone:
-``python -m extender.node_watch``.
+``python -m extender.cluster.node_watch``.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import sys
 import threading
 from typing import Any
 
-from extender import kube
-from extender.nodes import gpus_from_node
+from extender.cluster import kube
+from extender.wire.node_labels import gpus_from_node
 from extender.settings import Settings
-from extender.store import RedisStore
+from extender.state.store import RedisStore
 
 log = logging.getLogger(__name__)
 
@@ -53,16 +53,16 @@ def run(settings: Settings, redis_url: str, stop: threading.Event | None = None)
 
 
 def start_in_background(settings: Settings, redis_url: str) -> subprocess.Popen[bytes] | None:
-    """`python -m extender.node_watch` as a child process of gunicorn's master (a plain
+    """`python -m extender.cluster.node_watch` as a child process of gunicorn's master (a plain
     subprocess: workers forked later must not inherit it as a multiprocessing child)."""
     if not settings.node_watch:
         return None
     env = {**os.environ, "REDIS_URL": redis_url} if redis_url else dict(os.environ)
-    return subprocess.Popen([sys.executable, "-m", "extender.node_watch"], env=env)
+    return subprocess.Popen([sys.executable, "-m", "extender.cluster.node_watch"], env=env)
 
 
 if __name__ == "__main__":
-    from extender.embedded_redis import EmbeddedRedis
+    from extender.state.embedded_redis import EmbeddedRedis
 
     env_settings = Settings.from_env(os.environ)
     # Without REDIS_URL, the embedded server the extender uses in the same state directory.

@@ -19,9 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.errors import BadRequest
-from extender.model import NodeGpus, Verdict
-from extender.nodes import gpus_from_node
-from extender.service import PodInfo
+from extender.model import NodeGpus, PodInfo, Verdict
+from extender.wire.node_labels import gpus_from_node
 
 MAX_EXTENDER_PRIORITY = 10
 MAX_NAME_CHARS = 253

@@ -6,9 +6,9 @@ import logging
 
 from flask import Blueprint, Response, request
 
-from extender import wire_volcano
+from extender.wire import volcano as wire_volcano
 from extender.errors import ExtenderError
-from extender.http_io import read_json, respond, scheduler, timed
+from extender.web.http_io import read_json, respond, scheduler, timed
 from extender.metrics import ERRORS, PASSTHROUGH, record_denials
 
 bp = Blueprint("volcano", __name__, url_prefix="/volcano")

@@ -1,4 +1,4 @@
-"""gunicorn settings: `gunicorn -c extender/gunicorn.conf.py 'extender.app:create_app()'`.
+"""gunicorn settings: `gunicorn -c extender/web/gunicorn.conf.py 'extender.web.app:create_app()'`.
 
 Reads the same EXTENDER_* variables as the app (extender/settings.py). The master
 starts what every worker shares: the multi-process metrics directory and, when
@@ -27,7 +27,7 @@ if _settings.tls_cert_file:
 def on_starting(server):  # noqa: ANN001, ARG001
     os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="schedtune-metrics-"))
     if not _settings.redis_url:
-        from extender.embedded_redis import EmbeddedRedis
+        from extender.state.embedded_redis import EmbeddedRedis
 
         redis = EmbeddedRedis(_settings.state_dir / "redis")
         os.environ["REDIS_URL"] = redis.start()
@@ -35,7 +35,7 @@ def on_starting(server):  # noqa: ANN001, ARG001
 
 
 def when_ready(server):  # noqa: ANN001, ARG001
-    from extender.node_watch import start_in_background
+    from extender.cluster.node_watch import start_in_background
 
     watcher = start_in_background(_settings, os.environ.get("REDIS_URL") or _settings.redis_url or "")
     if watcher is not None:

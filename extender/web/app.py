@@ -1,4 +1,4 @@
-"""The Flask app factory: `gunicorn -c extender/gunicorn.conf.py 'extender.app:create_app()'`.
+"""The Flask app factory: `gunicorn -c extender/web/gunicorn.conf.py 'extender.web.app:create_app()'`.
 
 Each worker builds its own app: settings validated once, the estimator's
 artefacts loaded once (read-only) and every profiled job predicted up front,
@@ -15,13 +15,15 @@ from collections.abc import Callable
 from flask import Flask, Response
 
 from estimator.predict import Estimator
-from extender import logs, metrics, routes_kube, routes_volcano
-from extender.embedded_redis import EmbeddedRedis
+from extender import logs, metrics
+from extender.web import routes_kube
+from extender.web import routes_volcano
+from extender.state.embedded_redis import EmbeddedRedis
 from extender.errors import StoreUnavailable
-from extender.http_io import respond
+from extender.web.http_io import respond
 from extender.service import BindTarget, Scheduler
 from extender.settings import Settings
-from extender.store import RedisStore
+from extender.state.store import RedisStore
 
 log = logging.getLogger(__name__)
 

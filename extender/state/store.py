@@ -47,7 +47,7 @@ import redis
 
 from extender.errors import StoreUnavailable
 from extender.model import ClusterSnapshot, JobRecord, NodeGpus, QueuedJob, Waiter
-from extender.queue_mirror import QueueMirror
+from extender.state.queue_mirror import QueueMirror
 
 NODES_KEY = "st:nodes"
 NODES_REV_KEY = "st:nodes:rev"

@@ -22,7 +22,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from extender import scoring
+from extender.policies import timeline as scoring
 from extender.model import (
     ClusterSnapshot, GpuState, NodeGpus, NodeState, QueuedJob, Verdict, Waiter,
 )

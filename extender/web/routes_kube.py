@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 from flask import Blueprint, Response, request
 
-from extender import wire_kube
+from extender.wire import kube as wire_kube
 from extender.errors import ExtenderError
-from extender.http_io import read_json, respond, scheduler, timed
+from extender.web.http_io import read_json, respond, scheduler, timed
 from extender.metrics import BINDS, ERRORS, PASSTHROUGH, record_denials
 
 bp = Blueprint("kube", __name__)
