@@ -4,7 +4,8 @@ Environment variables (the manifests in k8s/ use exactly these names):
 
     REDIS_URL                      Redis to share state in (redis://host:6379/0, rediss://,
                                    unix:///path). Unset: an embedded redis-server with AOF
-                                   under EXTENDER_STATE_DIR, shared by all workers.
+                                   in EXTENDER_STATE_DIR/redis, shared by every process of
+                                   the replica (workers, node watcher, monitor, CLIs).
     KUBECONFIG                     cluster access outside a pod (in a pod: service account)
     EXTENDER_STATE_DIR             embedded Redis data directory (default ./var)
     EXTENDER_BIND                  api (create the Binding through the API, default) or
@@ -56,6 +57,11 @@ BIND_MODES = ("api", "record")
 SCORING_MODES = ("marginal", "shared", "paper")
 
 
+def embedded_redis_url(directory: Path) -> str:
+    """The URL of the embedded redis-server kept in `directory` (its unix socket)."""
+    return f"unix://{directory / 'redis.sock'}?db=0"
+
+
 class SettingsError(ValueError):
     """An environment variable has a value the service cannot use."""
 
@@ -85,6 +91,16 @@ class Settings:
     tls_key_file: str | None = None
     reconcile_s: float = 300.0
     monitor_port: int = 9100
+
+    @property
+    def embedded_redis_dir(self) -> Path | None:
+        """The embedded redis-server's directory (data, socket, log); None with REDIS_URL."""
+        return None if self.redis_url else (self.state_dir / "redis").resolve()
+
+    @property
+    def store_url(self) -> str:
+        """The one Redis every process asks for: REDIS_URL, else the embedded server's socket."""
+        return self.redis_url or embedded_redis_url(self.state_dir.resolve() / "redis")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:

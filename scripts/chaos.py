@@ -276,11 +276,7 @@ def audit(redis_url: str, bound: dict[str, str]) -> dict[str, int]:
         per_gpu.setdefault((job.node, job.gpu_index), []).append(job)
     overcommits = sum(1 for js in per_gpu.values()
                       if sum(j.reserved_mib for j in js) > MEMORY or len(js) > LIMIT)
-    queues = Counter()
-    client = store._redis  # noqa: SLF001  (auditing the raw queues on purpose)
-    for key in client.scan_iter("st:gpu:*"):
-        for uid in client.zrange(key, 0, -1):
-            queues[uid] += 1
+    queues = Counter(uid for members in store.queues().values() for uid in members)
     doubles = sum(1 for n in queues.values() if n > 1) + sum(
         1 for j in jobs if bound.get(j.uid, j.node) != j.node)
     held = {j.uid for j in jobs}

@@ -21,11 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from extender.state.embedded_redis import EmbeddedRedis  # noqa: E402
+from extender.state.embedded_redis import open_store  # noqa: E402
 from extender.errors import StoreUnavailable  # noqa: E402
 from extender.core.queue_report import queue_report, waiting_report  # noqa: E402
 from extender.settings import Settings, SettingsError  # noqa: E402
-from extender.state.store import RedisStore  # noqa: E402
 
 
 def render(report: list[dict]) -> str:
@@ -67,11 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--redis", help="Redis URL (default: REDIS_URL, else the embedded one)")
     args = parser.parse_args(argv)
     try:
-        settings = Settings.from_env(os.environ)
+        settings = Settings.from_env({**os.environ, **({"REDIS_URL": args.redis} if args.redis else {})})
     except SettingsError as exc:
         parser.error(str(exc))
-    url = args.redis or settings.redis_url or EmbeddedRedis(settings.state_dir.resolve() / "redis").url
-    store = RedisStore.from_url(url)
+    store = open_store(settings)
     now = time.time()
     try:
         if args.waiting:

@@ -90,7 +90,7 @@ class ExtenderPolicy:
         self.name = name
         self.clock = SimClock()
         self.store = RedisStore.from_url(redis_url)
-        self.store._redis.flushdb()  # noqa: SLF001  (each policy starts from an empty state)
+        self.store.wipe()  # each policy starts from an empty state
         config = Settings(redis_url=redis_url, bind_mode="record", node_watch=False,
                           log_level="WARNING", **settings)
         self.server = make_server("127.0.0.1", 0, create_app(config, clock=self.clock))

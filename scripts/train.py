@@ -94,13 +94,13 @@ def main(argv: list[str] | None = None) -> int:
 def _read_observations(url: str | None) -> list[dict[str, str]]:
     import os
 
-    from extender.state.embedded_redis import EmbeddedRedis
     from extender.errors import StoreUnavailable
-    from extender.state.store import RedisStore
+    from extender.settings import Settings
+    from extender.state.embedded_redis import open_store
 
-    url = url or os.environ.get("REDIS_URL") or EmbeddedRedis(Path("var/redis").resolve()).url
+    settings = Settings.from_env({**os.environ, **({"REDIS_URL": url} if url else {})})
     try:
-        return RedisStore.from_url(url).observations()
+        return open_store(settings).observations()
     except StoreUnavailable as exc:
         raise RuntimeError(f"cannot read observations: {exc}") from exc
 

@@ -250,7 +250,7 @@ def main() -> int:
     from prometheus_client import start_http_server
 
     from extender.cluster import kube
-    from extender.state.embedded_redis import EmbeddedRedis
+    from extender.state.embedded_redis import open_store
 
     settings = Settings.from_env(os.environ)
     logs.configure(settings.log_level)
@@ -258,8 +258,7 @@ def main() -> int:
         print("error: no cluster configuration (in-cluster service account or KUBECONFIG); "
               "the monitor follows pods through the Kubernetes API", file=sys.stderr)
         return 2
-    url = settings.redis_url or EmbeddedRedis(settings.state_dir.resolve() / "redis").url
-    store = RedisStore.from_url(url, settings.redis_timeout_s)
+    store = open_store(settings)
 
     def warn(facts: PodFacts, reason: str, message: str) -> None:
         kube.pod_event(facts.namespace, facts.name, facts.uid, reason, message)
@@ -267,7 +266,7 @@ def main() -> int:
     monitor = Monitor(store, Estimator.load(design=settings.estimator_design), warn=warn)
     start_http_server(settings.monitor_port)
     api = kube.client.CoreV1Api()
-    log.info("monitor started", extra={"redis": url.split("@")[-1],
+    log.info("monitor started", extra={"redis": settings.store_url.split("@")[-1],
                                        "reconcile_s": settings.reconcile_s})
     # Survives API trouble and Redis outages: a failed event triggers a re-list and reconcile.
     kube.watch_forever(api.list_pod_for_all_namespaces, monitor.reconcile, monitor.on_event,

@@ -18,6 +18,7 @@ from typing import Any
 from extender.cluster import kube
 from extender.wire.node_labels import gpus_from_node
 from extender.settings import Settings
+from extender.state.embedded_redis import open_store
 from extender.state.store import RedisStore
 
 log = logging.getLogger(__name__)
@@ -42,29 +43,23 @@ def apply_listing(store: RedisStore, nodes: list[dict[str, Any]]) -> None:
         apply_event(store, "ADDED", node)
 
 
-def run(settings: Settings, redis_url: str, stop: threading.Event | None = None) -> None:
+def run(settings: Settings, stop: threading.Event | None = None) -> None:
     if not kube.load_config(settings.kubeconfig):
         log.warning("node watch: no cluster configuration; not watching nodes")
         return
-    store = RedisStore.from_url(redis_url, settings.redis_timeout_s)
+    store = open_store(settings)
     api = kube.client.CoreV1Api()
     kube.watch_forever(api.list_node, lambda nodes: apply_listing(store, nodes),
                        lambda kind, obj: apply_event(store, kind, obj), stop or threading.Event())
 
 
-def start_in_background(settings: Settings, redis_url: str) -> subprocess.Popen[bytes] | None:
+def start_in_background(settings: Settings) -> subprocess.Popen[bytes] | None:
     """`python -m extender.cluster.node_watch` as a child process of gunicorn's master (a plain
     subprocess: workers forked later must not inherit it as a multiprocessing child)."""
     if not settings.node_watch:
         return None
-    env = {**os.environ, "REDIS_URL": redis_url} if redis_url else dict(os.environ)
-    return subprocess.Popen([sys.executable, "-m", "extender.cluster.node_watch"], env=env)
+    return subprocess.Popen([sys.executable, "-m", "extender.cluster.node_watch"])
 
 
 if __name__ == "__main__":
-    from extender.state.embedded_redis import EmbeddedRedis
-
-    env_settings = Settings.from_env(os.environ)
-    # Without REDIS_URL, the embedded server the extender uses in the same state directory.
-    url = env_settings.redis_url or EmbeddedRedis(env_settings.state_dir.resolve() / "redis").url
-    run(env_settings, url)
+    run(Settings.from_env(os.environ))

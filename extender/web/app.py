@@ -18,12 +18,11 @@ from estimator.predict import Estimator
 from extender import logs, metrics
 from extender.web import routes_kube
 from extender.web import routes_volcano
-from extender.state.embedded_redis import EmbeddedRedis
+from extender.state.embedded_redis import open_store
 from extender.errors import StoreUnavailable
 from extender.web.http_io import respond
 from extender.service import BindTarget, Scheduler
 from extender.settings import Settings
-from extender.state.store import RedisStore
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +33,7 @@ def create_app(settings: Settings | None = None, binder: BindTarget | None = Non
     """Build the app. `binder`, `clock` and `estimator` are injected by tests and replay."""
     settings = settings or Settings.from_env(os.environ)
     logs.configure(settings.log_level)
-    redis_url = settings.redis_url or EmbeddedRedis(settings.state_dir / "redis").start()
-    store = RedisStore.from_url(redis_url, settings.redis_timeout_s)
+    store = open_store(settings, start_embedded=True)
     estimator = estimator or Estimator.load(design=settings.estimator_design)
     estimator.warm()
     if binder is None and settings.bind_mode == "api":
@@ -65,7 +63,7 @@ def create_app(settings: Settings | None = None, binder: BindTarget | None = Non
         body, content_type = metrics.render()
         return Response(body, mimetype=content_type.split(";")[0])
 
-    log.info("extender ready", extra={"redis": redis_url.split("@")[-1],
+    log.info("extender ready", extra={"redis": settings.store_url.split("@")[-1],
                                       "bind_mode": settings.bind_mode,
                                       "design": settings.estimator_design})
     return app

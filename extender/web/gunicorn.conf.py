@@ -26,18 +26,18 @@ if _settings.tls_cert_file:
 
 def on_starting(server):  # noqa: ANN001, ARG001
     os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="schedtune-metrics-"))
-    if not _settings.redis_url:
+    if _settings.embedded_redis_dir is not None:  # workers find it at settings.store_url
         from extender.state.embedded_redis import EmbeddedRedis
 
-        redis = EmbeddedRedis(_settings.state_dir / "redis")
-        os.environ["REDIS_URL"] = redis.start()
+        redis = EmbeddedRedis(_settings.embedded_redis_dir)
+        redis.start()
         _embedded.append(redis)
 
 
 def when_ready(server):  # noqa: ANN001, ARG001
     from extender.cluster.node_watch import start_in_background
 
-    watcher = start_in_background(_settings, os.environ.get("REDIS_URL") or _settings.redis_url or "")
+    watcher = start_in_background(_settings)
     if watcher is not None:
         _children.append(watcher)
 

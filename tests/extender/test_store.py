@@ -128,6 +128,27 @@ def test_embedded_redis_starts_from_a_relative_state_dir(tmp_path, monkeypatch) 
     assert (tmp_path / "var" / "redis" / "redis.log").exists()
 
 
+def test_every_process_finds_the_embedded_redis_where_settings_say(tmp_path) -> None:
+    from extender.settings import Settings
+    from extender.state.embedded_redis import open_store
+
+    settings = Settings(state_dir=tmp_path / "state")
+    assert settings.embedded_redis_dir == (tmp_path / "state" / "redis").resolve()
+    server = EmbeddedRedis(settings.embedded_redis_dir)  # what gunicorn's master starts
+    try:
+        assert server.start() == settings.store_url
+        service = open_store(settings, start_embedded=True)  # a worker shares it
+        other = EmbeddedRedis(settings.embedded_redis_dir)
+        assert other.start() == settings.store_url and not other.running  # no second server
+        service.put_node("n1", LAYOUT)
+        assert open_store(settings).node_layouts() == {"n1": LAYOUT}  # a CLI beside it
+    finally:
+        server.stop()
+    assert not server.running
+    explicit = Settings(redis_url="redis://db:6379/0", state_dir=tmp_path)
+    assert explicit.store_url == "redis://db:6379/0" and explicit.embedded_redis_dir is None
+
+
 def test_node_watcher_runs_as_its_own_process_and_says_when_there_is_no_cluster(
         tmp_path, monkeypatch, redis_url) -> None:
     from extender.cluster.node_watch import start_in_background
@@ -135,6 +156,7 @@ def test_node_watcher_runs_as_its_own_process_and_says_when_there_is_no_cluster(
 
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    assert start_in_background(Settings(node_watch=False), redis_url) is None
-    watcher = start_in_background(Settings(), redis_url)
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    assert start_in_background(Settings(node_watch=False)) is None
+    watcher = start_in_background(Settings())
     assert watcher is not None and watcher.wait(timeout=60) == 0
