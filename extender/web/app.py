@@ -23,6 +23,7 @@ from extender.errors import StoreUnavailable
 from extender.web.http_io import respond
 from extender.service import BindTarget, Scheduler
 from extender.settings import Settings
+from extender.wire.objects import NodeLayouts
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,7 @@ def create_app(settings: Settings | None = None, binder: BindTarget | None = Non
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.extensions["schedtune"] = scheduler
+    app.extensions["schedtune.node_layouts"] = NodeLayouts()
     app.register_blueprint(routes_kube.bp)
     app.register_blueprint(routes_volcano.bp)
 

@@ -14,6 +14,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from extender.errors import BadRequest, BodyTooLarge
 from extender.metrics import REQUEST_SECONDS
 from extender.service import Scheduler
+from extender.wire.objects import NodeLayouts
 
 
 def read_json() -> Any:
@@ -36,6 +37,11 @@ def respond(payload: Any, status: int = 200) -> Response:
 
 def scheduler() -> Scheduler:
     return current_app.extensions["schedtune"]
+
+
+def node_layouts() -> NodeLayouts:
+    """The app's memory of node versions already parsed (bounded, one per app)."""
+    return current_app.extensions["schedtune.node_layouts"]
 
 
 def timed(verb: str) -> Callable[[Callable[..., Response]], Callable[..., Response]]:

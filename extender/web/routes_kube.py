@@ -7,7 +7,7 @@ from flask import Blueprint, Response, request
 
 from extender.wire import kube as wire_kube
 from extender.errors import ExtenderError
-from extender.web.http_io import read_json, respond, scheduler, timed
+from extender.web.http_io import node_layouts, read_json, respond, scheduler, timed
 from extender.metrics import BINDS, ERRORS, PASSTHROUGH, record_denials
 
 bp = Blueprint("kube", __name__)
@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 @bp.post("/filter")
 @timed("filter")
 def filter_nodes() -> Response:
-    args = wire_kube.decode_args(read_json())
+    args = wire_kube.decode_args(read_json(), node_layouts())
     outcome = scheduler().filter(args.pod, args.nodes)
     if outcome.passthrough:
         PASSTHROUGH.labels("filter").inc()
@@ -28,7 +28,7 @@ def filter_nodes() -> Response:
 @bp.post("/prioritize")
 @timed("prioritize")
 def prioritize() -> Response:
-    args = wire_kube.decode_args(read_json())
+    args = wire_kube.decode_args(read_json(), node_layouts())
     return respond(wire_kube.encode_priorities(scheduler().prioritize(args.pod, args.nodes)))
 
 

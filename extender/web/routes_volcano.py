@@ -8,7 +8,7 @@ from flask import Blueprint, Response, request
 
 from extender.wire import volcano as wire_volcano
 from extender.errors import ExtenderError
-from extender.web.http_io import read_json, respond, scheduler, timed
+from extender.web.http_io import node_layouts, read_json, respond, scheduler, timed
 from extender.metrics import ERRORS, PASSTHROUGH, record_denials
 
 bp = Blueprint("volcano", __name__, url_prefix="/volcano")
@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 @bp.post("/predicate")
 @timed("volcano_predicate")
 def predicate() -> Response:
-    pod, nodes = wire_volcano.decode_predicate(read_json())
+    pod, nodes = wire_volcano.decode_predicate(read_json(), node_layouts())
     outcome = scheduler().filter(pod, nodes)
     if outcome.passthrough:
         PASSTHROUGH.labels("volcano_predicate").inc()
@@ -31,7 +31,7 @@ def predicate() -> Response:
 @bp.post("/prioritize")
 @timed("volcano_prioritize")
 def prioritize() -> Response:
-    pod, nodes = wire_volcano.decode_prioritize(read_json())
+    pod, nodes = wire_volcano.decode_prioritize(read_json(), node_layouts())
     return respond(wire_volcano.encode_prioritize(scheduler().prioritize(pod, nodes)))
 
 

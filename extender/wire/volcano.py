@@ -19,7 +19,7 @@ from typing import Any
 
 from extender.errors import BadRequest
 from extender.model import NodeGpus, PodInfo, Verdict
-from extender.wire.kube import require_object, require_name, decode_node, decode_pod
+from extender.wire.objects import NodeLayouts, decode_node, decode_pod, require_name, require_object
 
 CODE_SUCCESS = 0
 CODE_ERROR = 1
@@ -46,26 +46,28 @@ def decode_task(task: Any) -> TaskArgs:
     return TaskArgs(pod, str(task.get("NodeName") or ""))
 
 
-def _node_info(info: Any, where: str) -> tuple[str, NodeGpus]:
+def _node_info(info: Any, where: str, layouts: NodeLayouts | None) -> tuple[str, NodeGpus]:
     info = require_object(info, where)
     node = info.get("Node")
     if node is None:
         raise BadRequest(f"{where}.Node (the v1.Node object) is required")
-    return decode_node(node, f"{where}.Node")
+    return decode_node(node, f"{where}.Node", layouts)
 
 
-def decode_predicate(body: Any) -> tuple[PodInfo, dict[str, NodeGpus | None]]:
+def decode_predicate(body: Any, layouts: NodeLayouts | None = None
+                     ) -> tuple[PodInfo, dict[str, NodeGpus | None]]:
     body = require_object(body, "body")
-    name, gpus = _node_info(body.get("node"), "node")
+    name, gpus = _node_info(body.get("node"), "node", layouts)
     return decode_task(body.get("task")).pod, {name: gpus}
 
 
-def decode_prioritize(body: Any) -> tuple[PodInfo, dict[str, NodeGpus | None]]:
+def decode_prioritize(body: Any, layouts: NodeLayouts | None = None
+                      ) -> tuple[PodInfo, dict[str, NodeGpus | None]]:
     body = require_object(body, "body")
     nodes = body.get("nodes") or []
     if not isinstance(nodes, list):
         raise BadRequest("nodes must be a list of NodeInfo")
-    decoded = dict(_node_info(n, f"nodes[{i}]") for i, n in enumerate(nodes))
+    decoded = dict(_node_info(n, f"nodes[{i}]", layouts) for i, n in enumerate(nodes))
     return decode_task(body.get("task")).pod, dict(decoded)
 
 

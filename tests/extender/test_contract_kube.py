@@ -47,7 +47,7 @@ def test_filter_and_prioritize_node_names(client, store, version) -> None:
     out = client.post("/filter", json=body).get_json()
     assert out["NodeNames"] == [] and out["Nodes"] is None
     assert all("unknown to the extender" in r for r in out["FailedAndUnresolvableNodes"].values())
-    from extender.wire.kube import decode_node
+    from extender.wire.objects import decode_node
 
     for item in full["Nodes"]["items"]:
         store.put_node(*decode_node(item, "node"))

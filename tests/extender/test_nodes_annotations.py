@@ -5,7 +5,7 @@ import pytest
 from extender.core.annotations import AnnotationError, parse_demand
 from extender.errors import BadRequest
 from extender.wire.node_labels import gpus_from_node
-from extender.wire.kube import decode_node
+from extender.wire.objects import NodeLayouts, decode_node
 from tests.builders import make_node
 
 
@@ -50,19 +50,35 @@ def test_annotation_defaults_and_errors() -> None:
 
 
 def test_node_layout_is_parsed_once_per_resource_version() -> None:
+    layouts = NodeLayouts()
     node = make_node("n-rv", product="Tesla-T4", count=2)
     node["metadata"].update(uid="3b813596-dd97-4bef-a2bd-216a429259f7", resourceVersion="70")
-    assert decode_node(node, "n")[1].count == 2
+    assert decode_node(node, "n", layouts)[1].count == 2
     same_version = copy.deepcopy(node)
     same_version["metadata"]["labels"]["nvidia.com/gpu.count"] = "4"
-    assert decode_node(same_version, "n")[1].count == 2  # same version: remembered layout
+    assert decode_node(same_version, "n", layouts)[1].count == 2  # same version: remembered layout
     same_version["metadata"]["resourceVersion"] = "71"
-    assert decode_node(same_version, "n")[1].count == 4  # a change has a new version
+    assert decode_node(same_version, "n", layouts)[1].count == 4  # a change has a new version
     unversioned = make_node("n-rv", product="Tesla-T4", count=8)
-    assert decode_node(unversioned, "n")[1].count == 8  # no version: always parsed
+    assert decode_node(unversioned, "n", layouts)[1].count == 8  # no version: always parsed
     bad = copy.deepcopy(node)
     bad["metadata"]["uid"] = ["not", "hashable"]
-    assert decode_node(bad, "n")[1].count == 2  # parsed, not remembered, no crash
+    assert decode_node(bad, "n", layouts)[1].count == 2  # parsed, not remembered, no crash
     bad["metadata"]["name"] = ""
     with pytest.raises(BadRequest, match="metadata.name"):
-        decode_node(bad, "n")
+        decode_node(bad, "n", layouts)
+
+
+def test_remembered_node_layouts_are_bounded_least_recently_used_first() -> None:
+    layouts = NodeLayouts(max_entries=2)
+    versions = [(f"n{i}", f"uid-{i}", "1") for i in range(3)]
+    for i, version in enumerate(versions[:2]):
+        node = make_node(version[0], product="Tesla-T4", count=i + 1)
+        node["metadata"].update(uid=version[1], resourceVersion=version[2])
+        decode_node(node, "n", layouts)
+    assert layouts.get(versions[0]).count == 1  # used: n1 is now the oldest
+    node = make_node("n2", product="Tesla-T4", count=3)
+    node["metadata"].update(uid="uid-2", resourceVersion="1")
+    decode_node(node, "n", layouts)
+    assert len(layouts) == 2 and layouts.get(versions[1]) is None
+    assert layouts.get(versions[0]).count == 1 and layouts.get(versions[2]).count == 3
