@@ -31,6 +31,8 @@ RESOURCE_GPU = "nvidia.com/gpu"
 RESOURCE_VOLCANO_MEMORY = "volcano.sh/gpu-memory"
 RESOURCE_VOLCANO_NUMBER = "volcano.sh/gpu-number"
 
+UNKNOWN_TYPE = "unknown"  # the GPU type of a product the catalogue does not know
+
 
 @dataclass(frozen=True)
 class PodInfo:
@@ -76,6 +78,31 @@ class NodeGpus:
         """Field values in order (`NodeGpus(*row)` rebuilds it); cheaper than deep `astuple`."""
         return (self.product, self.gpu_type, self.count, self.memory_mib, self.share_slots,
                 self.problem)
+
+
+@dataclass(frozen=True)
+class Need:
+    """The job on one GPU type: padded memory to reserve and predicted seconds alone."""
+
+    padded_mib: float
+    predicted_s: float
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Collocation limits per GPU type (paper IV-G); `default` for types not listed."""
+
+    default: int
+    per_type: Mapping[str, int]
+
+    def for_node(self, gpus: NodeGpus) -> int:
+        limit = self.per_type.get(gpus.gpu_type or UNKNOWN_TYPE, self.default)
+        return min(limit, gpus.share_slots) if gpus.share_slots > 0 else limit
+
+
+def type_of(gpus: NodeGpus) -> str:
+    """The catalogue type of a node's GPUs, `UNKNOWN_TYPE` for products it does not know."""
+    return gpus.gpu_type or UNKNOWN_TYPE
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from extender.core.decisions import Limits
+from extender.model import Limits
 
 BIND_MODES = ("api", "record")
 SCORING_MODES = ("marginal", "shared", "paper")

@@ -36,7 +36,7 @@ from tqdm import tqdm  # noqa: E402
 from estimator.catalogue import CATALOGUE, gpu_for_product  # noqa: E402
 from estimator.data import DEFAULT_DATA_DIR, PAPER_DIR  # noqa: E402
 from estimator.feature_table import FeatureTable  # noqa: E402
-from extender.core.decisions import Limits  # noqa: E402
+from extender.model import Limits  # noqa: E402
 from extender.state.embedded_redis import EmbeddedRedis  # noqa: E402
 from scripts.sim_engine import SimNode, Simulator, metrics  # noqa: E402
 from scripts.sim_policies import ExtenderPolicy, WholeGpuPolicy  # noqa: E402

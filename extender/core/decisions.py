@@ -24,33 +24,13 @@ from dataclasses import dataclass
 
 from extender.policies import timeline as scoring
 from extender.model import (
-    ClusterSnapshot, GpuState, NodeGpus, NodeState, QueuedJob, Verdict, Waiter,
+    UNKNOWN_TYPE, ClusterSnapshot, GpuState, Limits, Need, NodeGpus, NodeState, QueuedJob,
+    Verdict, Waiter, type_of,
 )
 
-UNKNOWN_TYPE = "unknown"
 NO_HOLDS: Mapping[tuple[str, int], Hold] = {}
 BACKFILL_SLACK = 1.1  # a backfilled job may push the waiter's expected fit back 10 %
 TIED_SCORE = 0.9  # as soon as the best node but a looser fit: below it on every wire's scale
-
-
-@dataclass(frozen=True)
-class Need:
-    """The job on one GPU type: padded memory to reserve and predicted seconds alone."""
-
-    padded_mib: float
-    predicted_s: float
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Collocation limits per GPU type (paper IV-G); `default` for types not listed."""
-
-    default: int
-    per_type: Mapping[str, int]
-
-    def for_node(self, gpus: NodeGpus) -> int:
-        limit = self.per_type.get(gpus.gpu_type or UNKNOWN_TYPE, self.default)
-        return min(limit, gpus.share_slots) if gpus.share_slots > 0 else limit
 
 
 @dataclass(frozen=True)
@@ -64,10 +44,6 @@ class Hold:
     now: float = 0.0
     alpha: float = 0.0
     limit: int = 0
-
-
-def type_of(gpus: NodeGpus) -> str:
-    return gpus.gpu_type or UNKNOWN_TYPE
 
 
 def _label(gpus: NodeGpus) -> str:
