@@ -8,10 +8,14 @@ from __future__ import annotations
 import os
 from collections import Counter as Tally
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest, multiprocess,
 )  # fmt: skip
+
+if TYPE_CHECKING:
+    from extender.core.filtering import FilterDecision
 
 REQUEST_SECONDS = Histogram(
     "schedtune_extender_request_seconds", "Latency per verb", ["verb"],
@@ -48,6 +52,13 @@ def record_denials(reasons: Iterable[str]) -> None:
         by_kind[denial_kind(reason)] += count
     for kind, count in by_kind.items():
         FILTER_DENIALS.labels(kind).inc(count)
+
+
+def count_filter(verb: str, decision: FilterDecision) -> None:
+    """Count a filter or predicate answer: a pass-through pod, or its refused nodes by kind."""
+    if decision.passthrough:
+        PASSTHROUGH.labels(verb).inc()
+    record_denials(v.reason for v in decision.verdicts.values() if not v.fits)
 
 
 def render() -> tuple[bytes, str]:

@@ -127,6 +127,31 @@ class JobRecord:
     units: int = 0
 
 
+@dataclass(frozen=True)
+class Reservation:
+    """Where a pod's reservation is. `new`: made by this call (False: the pod already held
+    it, and binding again is idempotent)."""
+
+    uid: str
+    node: str
+    gpu_index: int
+    new: bool
+
+
+@dataclass(frozen=True)
+class FilterRecord:
+    """What filter keeps for bind, whose request names only the pod and the node.
+
+    `layouts`: the node layouts the request carried (full-nodes mode; in names mode
+    the node watcher's are in the store). `held`: per passing node, the GPUs a hold
+    keeps from this pod.
+    """
+
+    demand: PodDemand
+    layouts: Mapping[str, NodeGpus] = field(default_factory=dict)
+    held: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+
+
 class QueuedJob(NamedTuple):
     """A queue member as decisions see it. `started_at` > 0 once running;
     `expires_at` > 0 while a reservation waits for bind to confirm it."""

@@ -19,11 +19,11 @@ Environment variables (the manifests in k8s/ use exactly these names):
     EXTENDER_MAX_BODY_BYTES        request size limit (default 33554432)
     EXTENDER_REDIS_TIMEOUT_S       Redis socket timeout (default 1.0)
     EXTENDER_ESTIMATOR_DESIGN      trained design to load: ours (default) or paper-rfr
-    EXTENDER_SCORING               marginal (default: Eq. 1-2 played forward with the
-                                   collocation slowdown, charging the job's own completion
-                                   plus the delay it adds to the jobs already on the GPU),
-                                   shared (own completion only) or paper (Eq. 1-2 as
-                                   published: delays added)
+    EXTENDER_SCORING               the scoring policy, a name registered in
+                                   extender/policies/__init__.py (default marginal: the
+                                   job's completion plus the delay it adds to the jobs on
+                                   the GPU; each policy's module docstring says what it
+                                   charges)
     EXTENDER_HOLD_FOR              waiting pods (fit nowhere, oldest first) that each get
                                    the GPU where they fit soonest held for them: others go
                                    there only if both fit (default 1, the queue head as in
@@ -49,12 +49,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from extender.model import Limits
+from extender.policies import DEFAULT_POLICY, POLICIES, ScoringPolicy, make_policy
 
 BIND_MODES = ("api", "record")
-SCORING_MODES = ("marginal", "shared", "paper")
 
 
 def embedded_redis_url(directory: Path) -> str:
@@ -79,7 +80,7 @@ class Settings:
     max_body_bytes: int = 32 * 1024 * 1024
     redis_timeout_s: float = 1.0
     estimator_design: str = "ours"
-    scoring: str = "marginal"
+    scoring: str = DEFAULT_POLICY
     hold_for: int = 1
     hold_after_s: float = 300.0
     wait_ttl_s: float = 600.0
@@ -91,6 +92,11 @@ class Settings:
     tls_key_file: str | None = None
     reconcile_s: float = 300.0
     monitor_port: int = 9100
+
+    @cached_property
+    def policy(self) -> ScoringPolicy:
+        """The scoring policy `scoring` names, at the configured collocation slowdown."""
+        return make_policy(self.scoring, self.interference_alpha)
 
     @property
     def embedded_redis_dir(self) -> Path | None:
@@ -120,7 +126,7 @@ class Settings:
             redis_timeout_s=_number(env, "EXTENDER_REDIS_TIMEOUT_S", 1.0, float, 0.05, 60),
             estimator_design=_choice(env, "EXTENDER_ESTIMATOR_DESIGN", "ours",
                                      ("ours", "paper-rfr")),
-            scoring=_choice(env, "EXTENDER_SCORING", "marginal", SCORING_MODES),
+            scoring=_choice(env, "EXTENDER_SCORING", DEFAULT_POLICY, tuple(POLICIES)),
             hold_for=_number(env, "EXTENDER_HOLD_FOR", 1, int, 0, 64),
             hold_after_s=_number(env, "EXTENDER_HOLD_AFTER_S", 300.0, float, 0, 7 * 86400),
             wait_ttl_s=_number(env, "EXTENDER_WAIT_TTL_S", 600.0, float, 10, 86400),

@@ -119,11 +119,12 @@ def test_redis_persists_with_aof() -> None:
 def test_examples_are_annotated_for_schedtune_scheduler_with_valid_demands() -> None:
     from estimator.feature_table import FeatureTable
     from extender.core.annotations import parse_demand
+    from extender.model import PodInfo
 
     known = FeatureTable.load().models
     for path in sorted((K8S / "examples").glob("*.yaml")):
         (doc,) = _documents(path)
         template = doc["spec"]["template"]
         assert template["spec"]["schedulerName"] == "schedtune-scheduler"
-        demand = parse_demand("uid", "pod", "default", template["metadata"]["annotations"])
+        demand = parse_demand(PodInfo("uid", "pod", "default", template["metadata"]["annotations"]))
         assert demand is not None and demand.model in known, path.name

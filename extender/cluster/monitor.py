@@ -35,10 +35,11 @@ from typing import Any
 from estimator.errors import EstimatorError
 from estimator.predict import Estimator, Job
 from extender import logs
-from extender.core import decisions as core
 from extender.core.annotations import AnnotationError, parse_demand
 from extender.metrics import ADOPTIONS, OOM_KILLS, RELEASES
-from extender.model import GPU, MODEL, PREDICTED_S, RESERVED_MIB, JobRecord, NodeState
+from extender.model import (
+    GPU, MODEL, PREDICTED_S, RESERVED_MIB, JobRecord, NodeState, PodInfo, type_of,
+)  # fmt: skip
 from extender.settings import Settings
 from extender.state.store import RedisStore
 
@@ -188,7 +189,7 @@ class Monitor:
     def _base(self, facts: PodFacts) -> dict[str, Any] | None:
         """The record's fields every adoption shares (None: annotations a user must fix)."""
         try:
-            demand = parse_demand(facts.uid, facts.name, facts.namespace, facts.annotations)
+            demand = parse_demand(PodInfo(facts.uid, facts.name, facts.namespace, facts.annotations))
         except AnnotationError as exc:
             log.warning("bound pod with bad annotations", extra={"pod_uid": facts.uid,
                                                                  "detail": str(exc)})
@@ -211,7 +212,7 @@ class Monitor:
             return None
         if gpu < 0 or mib <= 0:
             return None
-        gpu_type = core.type_of(node.gpus) if node.gpus else ""
+        gpu_type = type_of(node.gpus) if node.gpus else ""
         return JobRecord(**base, gpu_index=gpu, reserved_mib=mib, predicted_s=predicted,
                          gpu_type=gpu_type)
 
@@ -235,7 +236,7 @@ class Monitor:
         roomiest = max(node.gpu_states, key=lambda g: (g.free_mib, -g.index))
         return JobRecord(**base, gpu_index=roomiest.index,
                          reserved_mib=round(estimate.padded_mib, 1),
-                         predicted_s=round(estimate.predicted_s, 3), gpu_type=core.type_of(node.gpus))
+                         predicted_s=round(estimate.predicted_s, 3), gpu_type=type_of(node.gpus))
 
 
 def _outcome(facts: PodFacts) -> str:

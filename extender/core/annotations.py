@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from extender.model import BATCH, EPOCHS, MODEL, REQUESTS, TASK, PodDemand
+from extender.model import BATCH, EPOCHS, MODEL, REQUESTS, TASK, PodDemand, PodInfo
 
 TASKS = ("train", "inference")
 MAX_BATCH = 4096
@@ -39,8 +39,10 @@ def _integer(annotations: Mapping[str, Any], key: str, default: int, upper: int)
     return int(text)
 
 
-def parse_demand(uid: str, name: str, namespace: str,
-                 annotations: Mapping[str, Any]) -> PodDemand | None:
+def parse_demand(pod: PodInfo) -> PodDemand | None:
+    """The pod's demand from its annotations; None for pods without ``schedtune.io/model``.
+    Raises `AnnotationError` naming the annotation to fix."""
+    annotations = pod.annotations
     model = annotations.get(MODEL)
     if model is None:
         return None
@@ -53,4 +55,4 @@ def parse_demand(uid: str, name: str, namespace: str,
     batch = _integer(annotations, BATCH, DEFAULT_BATCH[task], MAX_BATCH)
     units_key = EPOCHS if task == "train" else REQUESTS
     units = _integer(annotations, units_key, DEFAULT_UNITS[task], MAX_UNITS)
-    return PodDemand(uid, name, namespace, model.strip(), task, batch, units)
+    return PodDemand(pod.uid, pod.name, pod.namespace, model.strip(), task, batch, units)

@@ -7,13 +7,12 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from extender.core import decisions as core
-from extender.policies import timeline as scoring
-from extender.model import JobRecord, NodeGpus, QueuedJob, Waiter
+from extender.model import JobRecord, Limits, NodeGpus, QueuedJob, Waiter
+from extender.policies.timeline import remaining_s
 
 
 def queue_report(layouts: Mapping[str, NodeGpus], jobs: Iterable[JobRecord],
-                 limits: core.Limits, now: float) -> list[dict[str, Any]]:
+                 limits: Limits, now: float) -> list[dict[str, Any]]:
     """One entry per node (sorted by name), each with its GPUs and their jobs.
 
     Reservations on nodes the node watcher does not know are reported under
@@ -32,7 +31,7 @@ def queue_report(layouts: Mapping[str, NodeGpus], jobs: Iterable[JobRecord],
         gpus = []
         for index in range(count):
             queue = sorted(by_gpu.get((name, index), []), key=lambda j: j.reserved_at)
-            remaining = [scoring.remaining_s(QueuedJob(j.uid, j.reserved_mib, j.predicted_s,
+            remaining = [remaining_s(QueuedJob(j.uid, j.reserved_mib, j.predicted_s,
                                                        j.started_at), now) for j in queue]
             reserved = sum(j.reserved_mib for j in queue)
             gpus.append({

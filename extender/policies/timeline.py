@@ -1,18 +1,18 @@
-"""Expected completion time of a job on a GPU (paper Eq. 1-2) and its score. Pure.
+"""A GPU played forward in time: when the jobs sharing it finish. Pure.
 
 Jobs that share a GPU run concurrently, each at speed 1 / (1 + alpha (k - 1))
 with k jobs on the GPU (the slowdown fitted on Gavel's measured pair
 throughputs; alpha = 1 is plain processor sharing, 0 no interference). The paper's queue delay
 (Eq. 1: remaining time of running jobs + predicted time of reserved ones) is
 therefore not simply added: `shared_completion_s` plays the GPU forward, so a
-short job beside a long one is charged only for the overlap.
+short job beside a long one is charged only for the overlap. The scoring
+policies and the starvation guard's holds both read the GPU this way.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable
 
 from extender.model import GpuState, QueuedJob
 
@@ -80,48 +80,3 @@ def wait_until_fits_s(gpu: GpuState, need_mib: float, limit: int, now: float,
         if free >= need_mib and count < limit:
             return ends_s
     return math.inf
-
-
-@dataclass(frozen=True)
-class CostModel:
-    """How a placement on a GPU is costed, in seconds (lower is better).
-
-    * ``paper``: Eq. 1-2 as published: queue delay (remaining work there) + own time;
-    * ``shared``: the job's own completion, sharing the GPU at the collocation slowdown;
-    * ``marginal``: its own completion plus the delay it adds to the jobs already there.
-    """
-
-    mode: str = "marginal"
-    alpha: float = 0.47
-
-    def cost_s(self, gpu: GpuState, work_s: float, now: float) -> float:
-        remaining = [remaining_s(j, now) for j in gpu.jobs]
-        if self.mode == "paper":
-            return sum(remaining) + work_s
-        if self.mode == "shared":
-            return shared_completion_s(work_s, remaining, self.alpha)
-        return marginal_cost_s(work_s, remaining, self.alpha)
-
-    def cheapest(self, gpus: Iterable[GpuState], work_s: float,
-                 now: float) -> tuple[float, GpuState]:
-        """The lowest cost among `gpus` (at least one, best fit first) and the first GPU at
-        that cost. No placement costs less than the job alone, so the first GPU that costs
-        no more (any idle one: most GPUs of a large cluster) ends the search."""
-        best: tuple[float, GpuState] | None = None
-        for gpu in gpus:
-            cost = work_s if not gpu.jobs else self.cost_s(gpu, work_s, now)
-            if best is None or cost < best[0]:
-                best = (cost, gpu)
-                if cost <= work_s:
-                    break
-        if best is None:
-            raise ValueError("no GPU to cost")
-        return best
-
-
-def normalise(jct_by_node: Mapping[str, float]) -> dict[str, float]:
-    """Scores in [0, 1]: the lowest JCT gets 1, the others min / own (scale-free)."""
-    if not jct_by_node:
-        return {}
-    best = min(jct_by_node.values())
-    return {n: (1.0 if j <= 0 else min(1.0, best / j)) for n, j in jct_by_node.items()}

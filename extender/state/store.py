@@ -15,8 +15,9 @@ Key layout (human readable; every key is built by the helpers below):
                                     (reserved|bound|running), reserved_at, started_at,
                                     expires_at (0 = none), queue
     st:jobs                 zset    every reserved pod UID, scored by reservation time
-    st:demand:{uid}         string  JSON: the filter's decoded demand and node layouts,
-                                    read by bind (expires after `demand_ttl_s`)
+    st:demand:{uid}         string  JSON: what filter kept for bind (`FilterRecord`: the
+                                    decoded demand, the request's node layouts, held GPUs;
+                                    expires after `demand_ttl_s`)
     st:observations         stream  finished runs (model, task, batch, units, gpu_type,
                                     seconds, oom, outcome)
     st:ooms                 set     OOM kills seen, one member per pod/container/restart
@@ -28,10 +29,9 @@ Reserved MiB and job counts are never stored as counters: every read and the
 reservation itself derive them from the queue members' job hashes, so nothing
 can drift. A reservation that bind never confirms carries `expires_at`; Lua
 prunes it once expired. Workers keep a `QueueMirror` and read only the queues
-changed since their last read (`st:changed`), in the same atomic script. Each public method is one atomic operation (a Lua
-script, a transaction or a single command). The Lua scripts touch keys they
-build themselves, so this layout needs a single Redis (or one hash slot), not
-a Redis Cluster.
+changed since their last read (`st:changed`), in the same atomic script. Each
+public method is one atomic operation (a Lua script from `lua.py`, a
+transaction or a single command), named for what it does: reads never write.
 """
 
 from __future__ import annotations
@@ -45,8 +45,11 @@ from typing import Any
 import orjson
 import redis
 
-from extender.errors import StoreUnavailable
-from extender.model import ClusterSnapshot, JobRecord, NodeGpus, QueuedJob, Waiter
+from extender.errors import Conflict, StoreUnavailable
+from extender.model import (
+    ClusterSnapshot, FilterRecord, JobRecord, NodeGpus, PodDemand, QueuedJob, Reservation, Waiter,
+)  # fmt: skip
+from extender.state import lua
 from extender.state.queue_mirror import QueueMirror
 
 NODES_KEY = "st:nodes"
@@ -73,178 +76,18 @@ def demand_key(uid: str) -> str:
     return f"st:demand:{uid}"
 
 
-_LIVE = """
-local function touch(queue)
-  if redis.call('EXISTS', 'st:epoch') == 0 then
-    local t = redis.call('TIME')
-    redis.call('SET', 'st:epoch', t[1] .. '.' .. t[2])
-  end
-  redis.call('ZADD', 'st:changed', redis.call('INCR', 'st:rev'), queue)
-end
-local function live_mib(uid, now)
-  local k = 'st:job:' .. uid
-  local exp = redis.call('HGET', k, 'expires_at')
-  if not exp then return nil end
-  exp = tonumber(exp)
-  if exp > 0 and exp <= now then return nil end
-  return tonumber(redis.call('HGET', k, 'reserved_mib'))
-end
-"""
-
-_RESERVE = _LIVE + """
-local now, ttl, need = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local fields = cjson.decode(ARGV[4])
-local uid = fields.uid
-local current = redis.call('HGET', KEYS[1], 'queue')
-if current then
-  local exp = tonumber(redis.call('HGET', KEYS[1], 'expires_at'))
-  if exp == 0 or exp > now then
-    redis.call('HDEL', 'st:waiting', uid)
-    return {'exists', current}
-  end
-  redis.call('ZREM', current, uid)
-  redis.call('DEL', KEYS[1])
-  touch(current)
-end
-local report = {}
-for c = 3, #KEYS do
-  local base = 5 + (c - 3) * 3
-  local index, cap, limit = ARGV[base], tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2])
-  local used, count, pruned = 0, 0, false
-  for _, other in ipairs(redis.call('ZRANGE', KEYS[c], 0, -1)) do
-    local mib = live_mib(other, now)
-    if mib then
-      used = used + mib
-      count = count + 1
-    else
-      redis.call('ZREM', KEYS[c], other)
-      redis.call('ZREM', KEYS[2], other)
-      redis.call('DEL', 'st:job:' .. other)
-      pruned = true
-    end
-  end
-  if pruned then touch(KEYS[c]) end
-  if count < limit and used + need <= cap then
-    local expires = 0
-    if ttl > 0 then expires = now + ttl end
-    for k, v in pairs(fields) do redis.call('HSET', KEYS[1], k, tostring(v)) end
-    redis.call('HSET', KEYS[1], 'queue', KEYS[c], 'gpu_index', index,
-               'reserved_mib', tostring(need), 'reserved_at', tostring(now),
-               'expires_at', tostring(expires), 'state', fields.state or 'reserved')
-    redis.call('ZADD', KEYS[c], now, uid)
-    redis.call('ZADD', KEYS[2], now, uid)
-    touch(KEYS[c])
-    redis.call('HDEL', 'st:waiting', uid)
-    return {'reserved', KEYS[c]}
-  end
-  table.insert(report, index .. ':' .. used .. ':' .. count)
-end
-return {'full', table.concat(report, ',')}
-"""
-
-_CHANGES = """
-local since = ARGV[1]
-if KEYS[2] then redis.call('SET', KEYS[2], ARGV[2], 'EX', ARGV[3]) end
-local out = {redis.call('GET', 'st:epoch') or '', redis.call('GET', 'st:rev') or '0',
-             redis.call('GET', KEYS[1]) or '0', redis.call('HVALS', 'st:waiting')}
-for _, queue in ipairs(redis.call('ZRANGEBYSCORE', 'st:changed', '(' .. since, '+inf')) do
-  local rows = {}
-  for _, uid in ipairs(redis.call('ZRANGE', queue, 0, -1)) do
-    local f = redis.call('HMGET', 'st:job:' .. uid, 'reserved_mib', 'predicted_s',
-                         'started_at', 'expires_at')
-    if f[1] then
-      rows[#rows + 1] = uid
-      for i = 1, 4 do rows[#rows + 1] = f[i] or '0' end
-    end
-  end
-  out[#out + 1] = queue
-  out[#out + 1] = rows
-end
-return out
-"""
-
-_WAIT = """
-local now = tonumber(ARGV[2])
-local all = redis.call('HGETALL', KEYS[1])
-for i = 1, #all, 2 do
-  local ok, entry = pcall(cjson.decode, all[i + 1])
-  if not ok or type(entry) ~= 'table' or (tonumber(entry.expires_at) or 0) <= now then
-    redis.call('HDEL', KEYS[1], all[i])
-  end
-end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-return 1
-"""
-
-_CONFIRM = _LIVE + """
-if redis.call('HGET', KEYS[1], 'queue') ~= ARGV[1] then return 0 end
-local exp = tonumber(redis.call('HGET', KEYS[1], 'expires_at'))
-if exp > 0 and exp <= tonumber(ARGV[2]) then return 0 end
-redis.call('HSET', KEYS[1], 'state', 'bound', 'expires_at', '0')
-touch(ARGV[1])
-return 1
-"""
-
-_RELEASE = _LIVE + """
-redis.call('HDEL', 'st:waiting', ARGV[1])
-local queue = redis.call('HGET', KEYS[1], 'queue')
-if not queue then return nil end
-local record = redis.call('HGETALL', KEYS[1])
-redis.call('ZREM', queue, ARGV[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('DEL', KEYS[1])
-touch(queue)
-return record
-"""
-
-_MARK_RUNNING = _LIVE + """
-local queue = redis.call('HGET', KEYS[1], 'queue')
-if not queue then return 0 end
-if redis.call('HGET', KEYS[1], 'state') == 'running' then return 1 end
-redis.call('HSET', KEYS[1], 'state', 'running', 'started_at', ARGV[1], 'expires_at', '0')
-touch(queue)
-return 1
-"""
-
-
-_ADOPT = _LIVE + """
-local fields = cjson.decode(ARGV[1])
-redis.call('HDEL', 'st:waiting', fields.uid)
-local current = redis.call('HGET', KEYS[1], 'queue')
-if current == KEYS[3] then
-  if tonumber(redis.call('HGET', KEYS[1], 'expires_at')) > 0 then
-    redis.call('HSET', KEYS[1], 'state', fields.state, 'expires_at', '0')
-    touch(current)
-  end
-  return 'exists'
-end
-if current then
-  redis.call('ZREM', current, fields.uid)
-  touch(current)
-end
-redis.call('DEL', KEYS[1])
-for k, v in pairs(fields) do redis.call('HSET', KEYS[1], k, tostring(v)) end
-redis.call('HSET', KEYS[1], 'queue', KEYS[3], 'expires_at', '0')
-redis.call('ZADD', KEYS[3], tonumber(fields.reserved_at), fields.uid)
-redis.call('ZADD', KEYS[2], tonumber(fields.reserved_at), fields.uid)
-touch(KEYS[3])
-if current then return 'moved' end
-return 'adopted'
-"""
-
-
 class RedisStore:
     """Atomic, named operations on the shared state."""
 
     def __init__(self, client: redis.Redis) -> None:
         self._redis = client
-        self._reserve = client.register_script(_RESERVE)
-        self._changes = client.register_script(_CHANGES)
-        self._confirm = client.register_script(_CONFIRM)
-        self._release = client.register_script(_RELEASE)
-        self._mark_running = client.register_script(_MARK_RUNNING)
-        self._adopt = client.register_script(_ADOPT)
-        self._wait = client.register_script(_WAIT)
+        self._reserve = client.register_script(lua.RESERVE)
+        self._changes = client.register_script(lua.CHANGES)
+        self._confirm = client.register_script(lua.CONFIRM)
+        self._release = client.register_script(lua.RELEASE)
+        self._mark_running = client.register_script(lua.MARK_RUNNING)
+        self._adopt = client.register_script(lua.ADOPT)
+        self._wait = client.register_script(lua.WAIT)
         self._layout_cache: tuple[str | None, dict[str, NodeGpus]] = (None, {})
         self._mirror = QueueMirror()
         self._mirror_lock = threading.Lock()
@@ -258,32 +101,24 @@ class RedisStore:
     def ping(self) -> bool:
         return bool(self._call(self._redis.ping))
 
-    def snapshot(self, nodes: Mapping[str, NodeGpus | None], now: float,
-                 demand: tuple[str, dict[str, Any], int] | None = None) -> ClusterSnapshot:
-        """Queues of the named nodes. A layout of None is read from the node watcher's hash.
-
-        `demand`: (uid, record, ttl) to `put_demand` in the same call (filter's one round trip).
-        """
+    def snapshot(self, nodes: Mapping[str, NodeGpus | None], now: float) -> ClusterSnapshot:
+        """A frozen read of the named nodes' queues and of the waiters (one round trip while
+        node layouts are unchanged). A layout of None is read from the node watcher's hash."""
         with self._mirror_lock:
-            nodes_rev, waiting = self._sync_mirror(demand)
+            nodes_rev, waiting = self._sync_mirror()
             watched = self._layouts(nodes_rev) if None in nodes.values() else {}
             mirror = self._mirror
             states = {name: mirror.node_state(name, layout or watched.get(name), now)
                       for name, layout in nodes.items()}  # fmt: skip
         return ClusterSnapshot(now=now, nodes=states, waiting=_live_waiters(waiting, now))
 
-    def _sync_mirror(self, demand: tuple[str, dict[str, Any], int] | None = None
-                     ) -> tuple[str, list[str]]:
+    def _sync_mirror(self) -> tuple[str, list[str]]:
         """Bring the mirror up to date: one script call returning only what changed.
 
         Returns the node layouts' rev and the raw waiters, read in the same call."""
         mirror = self._mirror
-        keys, args = [NODES_REV_KEY], [mirror.rev]
-        if demand is not None:
-            uid, record, ttl_s = demand
-            keys.append(demand_key(uid))
-            args += [orjson.dumps(record), ttl_s]
-        epoch, rev, nodes_rev, waiting, *changed = self._call(self._changes, keys=keys, args=args)
+        epoch, rev, nodes_rev, waiting, *changed = self._call(
+            self._changes, keys=[NODES_REV_KEY], args=[mirror.rev])
         if epoch != mirror.epoch or int(rev) < mirror.rev:
             mirror.reset(epoch)
             _, rev, nodes_rev, waiting, *changed = self._call(
@@ -299,12 +134,13 @@ class RedisStore:
         return nodes_rev, waiting
 
     def reserve(self, record: JobRecord, candidates: Iterable[tuple[int, float, int]],
-                now: float, ttl_s: float) -> tuple[str, str]:
-        """Reserve `record.reserved_mib` on the first candidate GPU that takes it.
+                now: float, ttl_s: float) -> Reservation:
+        """Reserve `record.reserved_mib` on the first candidate GPU that takes it, expiring
+        after `ttl_s` unless confirmed (0: never).
 
         `candidates`: (gpu index, capacity MiB, collocation limit) in preference
-        order. Returns ("reserved", queue key), ("exists", queue key) when the
-        pod already holds a reservation (idempotent), or ("full", report).
+        order. A pod that already holds a live reservation keeps it (`new` False:
+        idempotent). Raises `Conflict` when no candidate has room any more.
         """
         cands = list(candidates)
         keys = [job_key(record.uid), JOBS_KEY, *(gpu_key(record.node, i) for i, _, _ in cands)]
@@ -314,11 +150,17 @@ class RedisStore:
         for index, capacity, limit in cands:
             args += [index, capacity, limit]
         status, detail = self._call(self._reserve, keys=keys, args=args)
-        return str(status), str(detail)
+        if status == "full":
+            raise Conflict(f"no GPU on {record.node} has room for {record.reserved_mib:.0f} MiB "
+                           f"padded any more (gpu:used MiB:jobs {detail}); the pod will be "
+                           "retried")
+        node, _, index = str(detail).removeprefix("st:gpu:").rpartition(":")
+        return Reservation(record.uid, node, int(index), new=status == "reserved")
 
-    def confirm_bind(self, uid: str, queue: str, now: float) -> bool:
+    def confirm_bind(self, reservation: Reservation, now: float) -> bool:
         """Mark a reservation bound (no expiry); False if it expired or moved meanwhile."""
-        return bool(self._call(self._confirm, keys=[job_key(uid)], args=[queue, now]))
+        queue = gpu_key(reservation.node, reservation.gpu_index)
+        return bool(self._call(self._confirm, keys=[job_key(reservation.uid)], args=[queue, now]))
 
     def mark_running(self, uid: str, started_at: float) -> bool:
         return bool(self._call(self._mark_running, keys=[job_key(uid)], args=[started_at]))
@@ -392,22 +234,42 @@ class RedisStore:
         self._layout_cache = (new_rev or "0", layouts)
         return layouts
 
-    def put_waiter(self, waiter: Waiter, now: float, expires_at: float) -> None:
-        """Record (or refresh) a pod that fit nowhere; expired or unreadable waiters go."""
-        entry = {"uid": waiter.uid, "pod": waiter.pod, "since": waiter.since,
-                 "expires_at": expires_at, "needs": waiter.needs}
-        self._call(self._wait, keys=[WAITING_KEY], args=[waiter.uid, now, orjson.dumps(entry)])
+    def record_filter(self, record: FilterRecord, ttl_s: int, waiter: Waiter | None = None,
+                      now: float = 0.0, wait_ttl_s: float = 0.0) -> None:
+        """Keep what filter decided for bind (expires after `ttl_s`) and, for a pod that fit
+        nowhere, record or refresh it as a waiter until `now + wait_ttl_s` (expired or
+        unreadable waiters go): one transaction, one round trip."""
+        demand = {"demand": asdict(record.demand),
+                  "layouts": {n: layout.as_row() for n, layout in record.layouts.items()}}
+        if record.held:
+            demand["held"] = {n: list(indices) for n, indices in record.held.items()}
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.set(demand_key(record.demand.uid), orjson.dumps(demand), ex=ttl_s)
+        if waiter is not None:
+            entry = {"uid": waiter.uid, "pod": waiter.pod, "since": waiter.since,
+                     "expires_at": now + wait_ttl_s, "needs": waiter.needs}
+            self._wait(keys=[WAITING_KEY], args=[waiter.uid, now, orjson.dumps(entry)],
+                       client=pipe)
+        self._call(pipe.execute)
+
+    def filter_record(self, uid: str) -> FilterRecord | None:
+        """What filter kept for the pod (None: never filtered, or expired). An unreadable
+        record counts as none."""
+        raw = self._call(self._redis.get, demand_key(uid))
+        if not raw:
+            return None
+        try:
+            stored = orjson.loads(raw)
+            return FilterRecord(
+                PodDemand(**stored["demand"]),
+                {n: NodeGpus(*row) for n, row in stored.get("layouts", {}).items()},
+                {n: tuple(int(i) for i in held) for n, held in stored.get("held", {}).items()})
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+            return None
 
     def waiters(self, now: float) -> tuple[Waiter, ...]:
         """Live waiters, oldest first (for inspection; requests get them in the snapshot)."""
         return _live_waiters(self._call(self._redis.hvals, WAITING_KEY), now)
-
-    def put_demand(self, uid: str, demand: dict[str, Any], ttl_s: int) -> None:
-        self._call(self._redis.set, demand_key(uid), orjson.dumps(demand), ex=ttl_s)
-
-    def demand(self, uid: str) -> dict[str, Any] | None:
-        raw = self._call(self._redis.get, demand_key(uid))
-        return orjson.loads(raw) if raw else None
 
     def queues(self) -> dict[tuple[str, int], list[str]]:
         """Every GPU queue's members as stored, (node, gpu index) -> pod UIDs in reservation

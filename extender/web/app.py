@@ -21,7 +21,8 @@ from extender.web import routes_volcano
 from extender.state.embedded_redis import open_store
 from extender.errors import StoreUnavailable
 from extender.web.http_io import respond
-from extender.service import BindTarget, Scheduler
+from extender.cluster.binders import RECORD_ONLY, BindTarget
+from extender.service import Scheduler
 from extender.settings import Settings
 from extender.wire.objects import NodeLayouts
 
@@ -37,8 +38,7 @@ def create_app(settings: Settings | None = None, binder: BindTarget | None = Non
     store = open_store(settings, start_embedded=True)
     estimator = estimator or Estimator.load(design=settings.estimator_design)
     estimator.warm()
-    if binder is None and settings.bind_mode == "api":
-        binder = _kubernetes_binder(settings)
+    binder = binder or _binder(settings)
     scheduler = Scheduler(settings, store, estimator, binder, **({"clock": clock} if clock else {}))
 
     app = Flask(__name__)
@@ -71,10 +71,13 @@ def create_app(settings: Settings | None = None, binder: BindTarget | None = Non
     return app
 
 
-def _kubernetes_binder(settings: Settings) -> BindTarget | None:
-    from extender import kube  # noqa: PLC0415  (the client is slow to import; only when binding)
+def _binder(settings: Settings) -> BindTarget:
+    """The API server's Binder in `api` mode with a cluster configured; else record only."""
+    if settings.bind_mode == "record":
+        return RECORD_ONLY
+    from extender.cluster import kube  # noqa: PLC0415  (slow to import; only when binding)
 
     if not kube.load_config(settings.kubeconfig):
         log.warning("no cluster configuration: bind verbs reserve without creating Bindings")
-        return None
+        return RECORD_ONLY
     return kube.Binder()

@@ -8,7 +8,8 @@ from flask import Blueprint, Response, request
 from extender.wire import kube as wire_kube
 from extender.errors import ExtenderError
 from extender.web.http_io import node_layouts, read_json, respond, scheduler, timed
-from extender.metrics import BINDS, ERRORS, PASSTHROUGH, record_denials
+from extender.metrics import BINDS, ERRORS, count_filter
+from extender.model import PodInfo
 
 bp = Blueprint("kube", __name__)
 log = logging.getLogger(__name__)
@@ -18,11 +19,9 @@ log = logging.getLogger(__name__)
 @timed("filter")
 def filter_nodes() -> Response:
     args = wire_kube.decode_args(read_json(), node_layouts())
-    outcome = scheduler().filter(args.pod, args.nodes)
-    if outcome.passthrough:
-        PASSTHROUGH.labels("filter").inc()
-    record_denials(v.reason for v in outcome.verdicts.values() if not v.fits)
-    return respond(wire_kube.encode_filter(args, outcome.verdicts))
+    decision = scheduler().filter(args.pod, args.nodes)
+    count_filter("filter", decision)
+    return respond(wire_kube.encode_filter(args, decision.verdicts))
 
 
 @bp.post("/prioritize")
@@ -36,7 +35,7 @@ def prioritize() -> Response:
 @timed("bind")
 def bind() -> Response:
     args = wire_kube.decode_binding(read_json())
-    scheduler().bind(args.pod_uid, args.pod_name, args.pod_namespace, args.node)
+    scheduler().bind(PodInfo(args.pod_uid, args.pod_name, args.pod_namespace), args.node)
     BINDS.labels("bound").inc()
     log.info("bound", extra={"pod_uid": args.pod_uid, "namespace": args.pod_namespace,
                              "pod": args.pod_name, "node": args.node})

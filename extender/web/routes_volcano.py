@@ -9,7 +9,7 @@ from flask import Blueprint, Response, request
 from extender.wire import volcano as wire_volcano
 from extender.errors import ExtenderError
 from extender.web.http_io import node_layouts, read_json, respond, scheduler, timed
-from extender.metrics import ERRORS, PASSTHROUGH, record_denials
+from extender.metrics import ERRORS, count_filter
 
 bp = Blueprint("volcano", __name__, url_prefix="/volcano")
 log = logging.getLogger(__name__)
@@ -19,12 +19,9 @@ log = logging.getLogger(__name__)
 @timed("volcano_predicate")
 def predicate() -> Response:
     pod, nodes = wire_volcano.decode_predicate(read_json(), node_layouts())
-    outcome = scheduler().filter(pod, nodes)
-    if outcome.passthrough:
-        PASSTHROUGH.labels("volcano_predicate").inc()
-    (verdict,) = outcome.verdicts.values()
-    if not verdict.fits:
-        record_denials([verdict.reason])
+    decision = scheduler().filter(pod, nodes)
+    count_filter("volcano_predicate", decision)
+    (verdict,) = decision.verdicts.values()
     return respond(wire_volcano.encode_predicate(verdict))
 
 
@@ -40,7 +37,7 @@ def prioritize() -> Response:
 def allocate() -> Response:
     """Volcano placed the task (and binds it itself): hold its reservation."""
     args = wire_volcano.decode_event(read_json())
-    scheduler().record_placement(args.pod.uid, args.pod.name, args.pod.namespace, args.node_name)
+    scheduler().record_placement(args.pod, args.node_name)
     return respond({})
 
 
@@ -48,7 +45,7 @@ def allocate() -> Response:
 @timed("volcano_deallocate")
 def deallocate() -> Response:
     args = wire_volcano.decode_event(read_json())
-    scheduler().store.release(args.pod.uid)
+    scheduler().release(args.pod)
     return respond({})
 
 

@@ -4,6 +4,7 @@ import pytest
 
 from extender.core.annotations import AnnotationError, parse_demand
 from extender.errors import BadRequest
+from extender.model import PodInfo
 from extender.wire.node_labels import gpus_from_node
 from extender.wire.objects import NodeLayouts, decode_node
 from tests.builders import make_node
@@ -39,14 +40,17 @@ def test_unknown_product_with_memory_label_is_usable_as_unknown_type() -> None:
     assert gpus.gpu_type is None and gpus.count == 8 and not gpus.problem
 
 
+def _pod(annotations: dict) -> PodInfo:
+    return PodInfo("u", "n", "ns", annotations)
+
+
 def test_annotation_defaults_and_errors() -> None:
-    d = parse_demand("u", "n", "ns", {"schedtune.io/model": "bert_base",
-                                      "schedtune.io/task": "inference"})
+    d = parse_demand(_pod({"schedtune.io/model": "bert_base", "schedtune.io/task": "inference"}))
     assert (d.batch, d.units) == (1, 1000)
-    assert parse_demand("u", "n", "ns", {}) is None
+    assert parse_demand(_pod({})) is None
     with pytest.raises(AnnotationError, match="schedtune.io/requests"):
-        parse_demand("u", "n", "ns", {"schedtune.io/model": "x", "schedtune.io/task": "inference",
-                                      "schedtune.io/requests": "١٢"})  # non-ASCII digits
+        parse_demand(_pod({"schedtune.io/model": "x", "schedtune.io/task": "inference",
+                           "schedtune.io/requests": "١٢"}))  # non-ASCII digits
 
 
 def test_node_layout_is_parsed_once_per_resource_version() -> None:

@@ -3,10 +3,12 @@
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
 import redis
 
+from extender.errors import Conflict
+from extender.model import FilterRecord, JobRecord, NodeGpus, PodDemand, Reservation, Waiter
 from extender.state.embedded_redis import EmbeddedRedis
-from extender.model import JobRecord, NodeGpus
 from extender.state.store import RedisStore
 
 LAYOUT = NodeGpus("NVIDIA-GeForce-RTX-3090", "RTX-3090", 2, 24576)
@@ -20,21 +22,26 @@ def _job(uid: str, mib: float = 10_000, node: str = "n1") -> JobRecord:
 
 def test_reserve_is_best_effort_in_order_and_never_overcommits(store: RedisStore) -> None:
     cands = [(0, 24576.0, 4), (1, 24576.0, 4)]
-    assert store.reserve(_job("a"), cands, now=100, ttl_s=60) == ("reserved", "st:gpu:n1:0")
-    assert store.reserve(_job("b"), cands, now=100, ttl_s=60) == ("reserved", "st:gpu:n1:0")
-    assert store.reserve(_job("c"), cands, now=100, ttl_s=60) == ("reserved", "st:gpu:n1:1")
-    status, detail = store.reserve(_job("d", 15_000), cands, now=100, ttl_s=60)
-    assert status == "full" and "0:20000" in detail
+    assert store.reserve(_job("a"), cands, now=100, ttl_s=60) == Reservation("a", "n1", 0, True)
+    assert store.reserve(_job("b"), cands, now=100, ttl_s=60) == Reservation("b", "n1", 0, True)
+    assert store.reserve(_job("c"), cands, now=100, ttl_s=60) == Reservation("c", "n1", 1, True)
+    with pytest.raises(Conflict, match=r"room for 15000 MiB .*0:20000"):
+        store.reserve(_job("d", 15_000), cands, now=100, ttl_s=60)
     snap = store.snapshot({"n1": LAYOUT}, now=100)
     assert [g.reserved_mib for g in snap.nodes["n1"].gpu_states] == [20000, 10000]
 
 
 def test_concurrent_reservations_respect_capacity_and_limit(store: RedisStore) -> None:
     cands = [(0, 24576.0, 3)]
+    def reserved(i: int) -> bool:
+        try:
+            return store.reserve(_job(f"j{i}", 5000), cands, 100, 60).new
+        except Conflict:
+            return False
+
     with ThreadPoolExecutor(8) as pool:
-        results = list(pool.map(lambda i: store.reserve(_job(f"j{i}", 5000), cands, 100, 60)[0],
-                                range(40)))
-    assert results.count("reserved") == 3  # the collocation limit, not the 4 that would fit
+        results = list(pool.map(reserved, range(40)))
+    assert results.count(True) == 3  # the collocation limit, not the 4 that would fit
     gpu = store.snapshot({"n1": LAYOUT}, now=100).nodes["n1"].gpu_states[0]
     assert len(gpu.jobs) == 3 and gpu.reserved_mib == 15000
 
@@ -43,32 +50,47 @@ def test_same_pod_is_never_reserved_twice(store: RedisStore) -> None:
     cands = [(0, 24576.0, 4), (1, 24576.0, 4)]
     first = store.reserve(_job("a"), cands, 100, 60)
     again = store.reserve(_job("a"), list(reversed(cands)), 100, 60)
-    assert first == ("reserved", "st:gpu:n1:0") and again == ("exists", "st:gpu:n1:0")
+    assert first == Reservation("a", "n1", 0, True) and again == Reservation("a", "n1", 0, False)
     assert store.job_uids() == ["a"]
 
 
 def test_unconfirmed_reservation_expires_and_confirmed_one_stays(store: RedisStore) -> None:
     cands = [(0, 24576.0, 4)]
-    store.reserve(_job("left"), cands, now=100, ttl_s=60)
-    _, queue = store.reserve(_job("kept"), cands, now=100, ttl_s=60)
-    assert store.confirm_bind("kept", queue, now=110)
+    left = store.reserve(_job("left"), cands, now=100, ttl_s=60)
+    kept = store.reserve(_job("kept"), cands, now=100, ttl_s=60)
+    assert store.confirm_bind(kept, now=110)
     gpu = store.snapshot({"n1": LAYOUT}, now=161).nodes["n1"].gpu_states[0]
     assert [j.uid for j in gpu.jobs] == ["kept"]
-    assert not store.confirm_bind("left", queue, now=161)
+    assert not store.confirm_bind(left, now=161)
     # The next reservation prunes the expired one for good.
     store.reserve(_job("new", 1000), cands, now=162, ttl_s=60)
     assert sorted(store.job_uids()) == ["kept", "new"] and store.job("left") is None
 
 
 def test_running_and_release(store: RedisStore) -> None:
-    _, queue = store.reserve(_job("a"), [(0, 24576.0, 4)], 100, 60)
-    store.confirm_bind("a", queue, 101)
+    store.confirm_bind(store.reserve(_job("a"), [(0, 24576.0, 4)], 100, 60), 101)
     assert store.mark_running("a", started_at=200)
     job = store.job("a")
     assert job.state == "running" and job.started_at == 200 and job.expires_at == 0
     released = store.release("a")
     assert released.uid == "a" and released.reserved_mib == 10000
     assert store.release("a") is None and store.job_uids() == []
+
+
+def test_snapshot_is_a_read_and_the_filter_record_one_write(store, redis_client) -> None:
+    store.snapshot({"n1": LAYOUT}, now=1)
+    assert redis_client.keys("st:demand:*") == [] and redis_client.keys("st:waiting") == []
+    demand = PodDemand("p", "train", "ml", "resnet50", "train", 32, 1)
+    record = FilterRecord(demand, {"n1": LAYOUT}, {"n1": (0,)})
+    waiter = Waiter("p", 5.0, {"RTX-3090": (9000.0, 60.0)}, "ml/train")
+    store.record_filter(record, ttl_s=30, waiter=waiter, now=10.0, wait_ttl_s=100)
+    assert store.filter_record("p") == record and 0 < redis_client.ttl("st:demand:p") <= 30
+    assert store.waiters(now=109.0) == (waiter,) and store.waiters(now=111.0) == ()
+    store.record_filter(FilterRecord(demand), ttl_s=30)  # refreshed: no waiter, no holds
+    assert store.filter_record("p") == FilterRecord(demand)
+    assert store.filter_record("never-filtered") is None
+    redis_client.set("st:demand:bad", b"{not json")
+    assert store.filter_record("bad") is None
 
 
 def test_snapshot_reads_node_watcher_layouts(store: RedisStore) -> None:
@@ -95,14 +117,13 @@ def test_node_watch_events_and_listings_update_layouts(store: RedisStore) -> Non
 def test_workers_see_each_others_changes_through_the_change_log(store, redis_url, redis_client) -> None:
     other = RedisStore.from_url(redis_url)  # a second worker with its own mirror
     assert other.snapshot({"n1": LAYOUT}, now=100).nodes["n1"].idle
-    _, queue = store.reserve(_job("a"), [(1, 24576.0, 4)], now=100, ttl_s=60)
+    store.reserve(_job("a"), [(1, 24576.0, 4)], now=100, ttl_s=60)
     gpu = other.snapshot({"n1": LAYOUT}, now=100).nodes["n1"].gpu_states[1]
     assert [(j.uid, j.expires_at) for j in gpu.jobs] == [("a", 160)]
     assert other.snapshot({"n1": LAYOUT}, now=100).nodes["n1"].gpu_states[1].free_mib == 14576
     # Unconfirmed: gone from the other worker's view once expired, without any write.
     assert other.snapshot({"n1": LAYOUT}, now=161).nodes["n1"].idle
-    store.reserve(_job("b"), [(0, 24576.0, 4)], now=200, ttl_s=60)
-    store.confirm_bind("b", "st:gpu:n1:0", now=201)
+    store.confirm_bind(store.reserve(_job("b"), [(0, 24576.0, 4)], now=200, ttl_s=60), now=201)
     store.mark_running("b", started_at=210)
     (job,) = other.snapshot({"n1": LAYOUT}, now=300).nodes["n1"].gpu_states[0].jobs
     assert job.started_at == 210 and job.expires_at == 0

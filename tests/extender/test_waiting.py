@@ -100,11 +100,12 @@ def test_holds_can_be_switched_off(redis_url, clock, estimator, giant) -> None:
 
 
 def test_unreadable_waiter_entries_are_skipped_and_pruned(store, redis_client, clock) -> None:
-    from extender.model import Waiter
+    from extender.model import FilterRecord, PodDemand, Waiter
 
     redis_client.hset("st:waiting", mapping={"junk": "{not json", "old": '{"uid": 1}'})
     assert store.waiters(clock()) == ()
-    store.put_waiter(Waiter("u", clock(), {"T4": (100.0, 1.0)}), clock(), clock() + 60)
+    record = FilterRecord(PodDemand("u", "n", "ns", "resnet50", "train", 32, 1))
+    store.record_filter(record, 60, Waiter("u", clock(), {"T4": (100.0, 1.0)}), clock(), 60)
     assert set(redis_client.hkeys("st:waiting")) == {"u"}
     assert store.waiters(clock()) == (Waiter("u", clock(), {"T4": (100.0, 1.0)}),)
 

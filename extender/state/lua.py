@@ -1,0 +1,165 @@
+"""The store's Lua scripts: each one atomic operation on the key layout in `store.py`.
+
+They build the keys they touch themselves (``st:job:`` + uid, ``st:epoch``,
+...), so the layout needs a single Redis (or one hash slot), not a Redis Cluster.
+Reserved MiB and job counts are derived from the queue members' job hashes on
+every call, never kept as counters, so nothing can drift.
+"""
+
+LIVE = """
+local function touch(queue)
+  if redis.call('EXISTS', 'st:epoch') == 0 then
+    local t = redis.call('TIME')
+    redis.call('SET', 'st:epoch', t[1] .. '.' .. t[2])
+  end
+  redis.call('ZADD', 'st:changed', redis.call('INCR', 'st:rev'), queue)
+end
+local function live_mib(uid, now)
+  local k = 'st:job:' .. uid
+  local exp = redis.call('HGET', k, 'expires_at')
+  if not exp then return nil end
+  exp = tonumber(exp)
+  if exp > 0 and exp <= now then return nil end
+  return tonumber(redis.call('HGET', k, 'reserved_mib'))
+end
+"""
+
+RESERVE = LIVE + """
+local now, ttl, need = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local fields = cjson.decode(ARGV[4])
+local uid = fields.uid
+local current = redis.call('HGET', KEYS[1], 'queue')
+if current then
+  local exp = tonumber(redis.call('HGET', KEYS[1], 'expires_at'))
+  if exp == 0 or exp > now then
+    redis.call('HDEL', 'st:waiting', uid)
+    return {'exists', current}
+  end
+  redis.call('ZREM', current, uid)
+  redis.call('DEL', KEYS[1])
+  touch(current)
+end
+local report = {}
+for c = 3, #KEYS do
+  local base = 5 + (c - 3) * 3
+  local index, cap, limit = ARGV[base], tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2])
+  local used, count, pruned = 0, 0, false
+  for _, other in ipairs(redis.call('ZRANGE', KEYS[c], 0, -1)) do
+    local mib = live_mib(other, now)
+    if mib then
+      used = used + mib
+      count = count + 1
+    else
+      redis.call('ZREM', KEYS[c], other)
+      redis.call('ZREM', KEYS[2], other)
+      redis.call('DEL', 'st:job:' .. other)
+      pruned = true
+    end
+  end
+  if pruned then touch(KEYS[c]) end
+  if count < limit and used + need <= cap then
+    local expires = 0
+    if ttl > 0 then expires = now + ttl end
+    for k, v in pairs(fields) do redis.call('HSET', KEYS[1], k, tostring(v)) end
+    redis.call('HSET', KEYS[1], 'queue', KEYS[c], 'gpu_index', index,
+               'reserved_mib', tostring(need), 'reserved_at', tostring(now),
+               'expires_at', tostring(expires), 'state', fields.state or 'reserved')
+    redis.call('ZADD', KEYS[c], now, uid)
+    redis.call('ZADD', KEYS[2], now, uid)
+    touch(KEYS[c])
+    redis.call('HDEL', 'st:waiting', uid)
+    return {'reserved', KEYS[c]}
+  end
+  table.insert(report, index .. ':' .. used .. ':' .. count)
+end
+return {'full', table.concat(report, ',')}
+"""
+
+CHANGES = """
+local since = ARGV[1]
+local out = {redis.call('GET', 'st:epoch') or '', redis.call('GET', 'st:rev') or '0',
+             redis.call('GET', KEYS[1]) or '0', redis.call('HVALS', 'st:waiting')}
+for _, queue in ipairs(redis.call('ZRANGEBYSCORE', 'st:changed', '(' .. since, '+inf')) do
+  local rows = {}
+  for _, uid in ipairs(redis.call('ZRANGE', queue, 0, -1)) do
+    local f = redis.call('HMGET', 'st:job:' .. uid, 'reserved_mib', 'predicted_s',
+                         'started_at', 'expires_at')
+    if f[1] then
+      rows[#rows + 1] = uid
+      for i = 1, 4 do rows[#rows + 1] = f[i] or '0' end
+    end
+  end
+  out[#out + 1] = queue
+  out[#out + 1] = rows
+end
+return out
+"""
+
+WAIT = """
+local now = tonumber(ARGV[2])
+local all = redis.call('HGETALL', KEYS[1])
+for i = 1, #all, 2 do
+  local ok, entry = pcall(cjson.decode, all[i + 1])
+  if not ok or type(entry) ~= 'table' or (tonumber(entry.expires_at) or 0) <= now then
+    redis.call('HDEL', KEYS[1], all[i])
+  end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1
+"""
+
+CONFIRM = LIVE + """
+if redis.call('HGET', KEYS[1], 'queue') ~= ARGV[1] then return 0 end
+local exp = tonumber(redis.call('HGET', KEYS[1], 'expires_at'))
+if exp > 0 and exp <= tonumber(ARGV[2]) then return 0 end
+redis.call('HSET', KEYS[1], 'state', 'bound', 'expires_at', '0')
+touch(ARGV[1])
+return 1
+"""
+
+RELEASE = LIVE + """
+redis.call('HDEL', 'st:waiting', ARGV[1])
+local queue = redis.call('HGET', KEYS[1], 'queue')
+if not queue then return nil end
+local record = redis.call('HGETALL', KEYS[1])
+redis.call('ZREM', queue, ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('DEL', KEYS[1])
+touch(queue)
+return record
+"""
+
+MARK_RUNNING = LIVE + """
+local queue = redis.call('HGET', KEYS[1], 'queue')
+if not queue then return 0 end
+if redis.call('HGET', KEYS[1], 'state') == 'running' then return 1 end
+redis.call('HSET', KEYS[1], 'state', 'running', 'started_at', ARGV[1], 'expires_at', '0')
+touch(queue)
+return 1
+"""
+
+
+ADOPT = LIVE + """
+local fields = cjson.decode(ARGV[1])
+redis.call('HDEL', 'st:waiting', fields.uid)
+local current = redis.call('HGET', KEYS[1], 'queue')
+if current == KEYS[3] then
+  if tonumber(redis.call('HGET', KEYS[1], 'expires_at')) > 0 then
+    redis.call('HSET', KEYS[1], 'state', fields.state, 'expires_at', '0')
+    touch(current)
+  end
+  return 'exists'
+end
+if current then
+  redis.call('ZREM', current, fields.uid)
+  touch(current)
+end
+redis.call('DEL', KEYS[1])
+for k, v in pairs(fields) do redis.call('HSET', KEYS[1], k, tostring(v)) end
+redis.call('HSET', KEYS[1], 'queue', KEYS[3], 'expires_at', '0')
+redis.call('ZADD', KEYS[3], tonumber(fields.reserved_at), fields.uid)
+redis.call('ZADD', KEYS[2], tonumber(fields.reserved_at), fields.uid)
+touch(KEYS[3])
+if current then return 'moved' end
+return 'adopted'
+"""
