@@ -29,6 +29,8 @@ sys.path.insert(0, str(ROOT))
 
 from extender.state.embedded_redis import EmbeddedRedis  # noqa: E402
 from extender.model import JobRecord  # noqa: E402
+from extender.wire.builders import gfd_node, pod_object  # noqa: E402
+from extender.wire.kube import encode_extender_args  # noqa: E402
 from extender.wire.node_labels import gpus_from_node  # noqa: E402
 from extender.state.store import RedisStore  # noqa: E402
 
@@ -39,41 +41,33 @@ MODELS = ["resnet50", "vgg16", "densenet121", "bert_base", "vit_b_16", "mobilene
 
 def make_nodes(n: int, rng: random.Random) -> list[dict]:
     """v1.Node objects shaped like the ones kube-scheduler sends (the captured
-    fixtures' shape and size, about 2.7 KB each): GFD labels, managedFields,
+    fixtures' shape and size, about 2.9 KB each): GFD labels, managedFields,
     capacity, conditions, addresses, nodeInfo."""
     nodes = []
+    stamp = "2026-01-01T00:00:00Z"
+    conditions = [{"type": kind, "status": "True" if kind == "Ready" else "False",
+                   "lastHeartbeatTime": stamp, "lastTransitionTime": stamp,
+                   "reason": "KubeletReady" if kind == "Ready" else f"KubeletHasNo{kind}",
+                   "message": f"kubelet reports {kind}"}
+                  for kind in ("MemoryPressure", "DiskPressure", "PIDPressure",
+                               "NetworkUnavailable", "Ready")]  # fmt: skip
     for i in range(n):
         product, mem = PRODUCTS[i % len(PRODUCTS)]
         count = rng.choice([1, 2, 4, 8])
         name = f"gpu-node-{i}"
-        labels = {"kubernetes.io/arch": "amd64", "kubernetes.io/hostname": name,
-                  "kubernetes.io/os": "linux", "nvidia.com/cuda.driver.major": "550",
-                  "nvidia.com/cuda.runtime.major": "12", "nvidia.com/gpu.count": str(count),
-                  "nvidia.com/gpu.family": "ampere", "nvidia.com/gpu.machine": "bench",
-                  "nvidia.com/gpu.memory": str(mem), "nvidia.com/gpu.present": "true",
-                  "nvidia.com/gpu.product": product}
         resources = {"cpu": "64", "ephemeral-storage": "500Gi", "memory": "512Gi",
                      "nvidia.com/gpu": str(count), "pods": "110"}
-        stamp = "2026-01-01T00:00:00Z"
-        conditions = [{"type": kind, "status": "True" if kind == "Ready" else "False",
-                       "lastHeartbeatTime": stamp, "lastTransitionTime": stamp,
-                       "reason": "KubeletReady" if kind == "Ready" else f"KubeletHasNo{kind}",
-                       "message": f"kubelet reports {kind}"}
-                      for kind in ("MemoryPressure", "DiskPressure", "PIDPressure",
-                                   "NetworkUnavailable", "Ready")]  # fmt: skip
-        nodes.append({
-            "metadata": {
-                "name": name, "uid": str(uuid.UUID(int=rng.getrandbits(128))),
-                "resourceVersion": str(rng.randrange(1, 10**7)), "creationTimestamp": stamp,
-                "labels": labels,
-                "managedFields": [{"manager": "gpu-feature-discovery", "operation": "Update",
-                                   "apiVersion": "v1", "time": stamp, "fieldsType": "FieldsV1",
-                                   "fieldsV1": {"f:metadata": {"f:labels": {
-                                       ".": {}, **{f"f:{k}": {} for k in labels}}}}}],
-            },
-            "spec": {},
-            "status": {
-                "capacity": resources, "allocatable": dict(resources), "conditions": conditions,
+        node = gfd_node(
+            name, product, count, mem,
+            labels={"kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux",
+                    "nvidia.com/cuda.driver.major": "550", "nvidia.com/cuda.runtime.major": "12",
+                    "nvidia.com/gpu.family": "ampere", "nvidia.com/gpu.machine": "bench",
+                    "nvidia.com/gpu.present": "true"},
+            metadata={"uid": str(uuid.UUID(int=rng.getrandbits(128))),
+                      "resourceVersion": str(rng.randrange(1, 10**7)), "creationTimestamp": stamp},
+            spec={}, allocatable=resources,
+            status={
+                "capacity": dict(resources), "conditions": conditions,
                 "addresses": [{"type": "InternalIP", "address": f"10.0.{i // 250}.{i % 250}"},
                               {"type": "Hostname", "address": name}],
                 "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
@@ -82,16 +76,20 @@ def make_nodes(n: int, rng: random.Random) -> list[dict]:
                              "containerRuntimeVersion": "containerd://1.7.22",
                              "kubeletVersion": "v1.36.2", "kubeProxyVersion": "",
                              "operatingSystem": "linux", "architecture": "amd64"},
-            },
-        })  # fmt: skip
+            })  # fmt: skip
+        labels = node["metadata"]["labels"]
+        node["metadata"]["managedFields"] = [{
+            "manager": "gpu-feature-discovery", "operation": "Update", "apiVersion": "v1",
+            "time": stamp, "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": {"f:labels": {".": {}, **{f"f:{k}": {} for k in labels}}}},
+        }]  # fmt: skip
+        nodes.append(node)
     return nodes
 
 
 def make_pod(rng: random.Random) -> dict:
-    return {"metadata": {"name": "job", "namespace": "ml", "uid": str(uuid.uuid4()),
-                         "annotations": {"schedtune.io/model": rng.choice(MODELS),
-                                         "schedtune.io/batch-size": str(rng.choice([8, 16, 32]))}},
-            "spec": {"containers": [{"name": "main", "image": "trainer"}]}}
+    return pod_object("job", "ml", str(uuid.uuid4()), model=rng.choice(MODELS),
+                      batch=rng.choice([8, 16, 32]), gpus=None)
 
 
 def occupy(store: RedisStore, nodes: list[dict], fraction: float, rng: random.Random) -> int:
@@ -127,7 +125,7 @@ def serve(app: str, port: int, env: dict[str, str]) -> subprocess.Popen:
     while time.monotonic() < deadline:
         try:
             requests.post(f"http://127.0.0.1:{port}/prioritize", timeout=1,
-                          json={"Pod": make_pod(random.Random(0)), "NodeNames": []})
+                          json=encode_extender_args(make_pod(random.Random(0)), node_names=[]))
             return proc
         except requests.RequestException:
             time.sleep(0.2)
@@ -168,9 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     bodies = []
     for _ in range(args.pods):
         pod = make_pod(rng)
-        body = ({"Pod": pod, "Nodes": {"metadata": {}, "items": nodes}, "NodeNames": None}
-                if args.mode == "full" else
-                {"Pod": pod, "Nodes": None, "NodeNames": [n["metadata"]["name"] for n in nodes]})
+        body = (encode_extender_args(pod, nodes) if args.mode == "full" else
+                encode_extender_args(pod, node_names=[n["metadata"]["name"] for n in nodes]))
         bodies.append(json.dumps(body).encode())
 
     with tempfile.TemporaryDirectory() as tmp:

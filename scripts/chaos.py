@@ -39,6 +39,11 @@ sys.path.insert(0, str(ROOT))
 
 from extender.state.embedded_redis import EmbeddedRedis  # noqa: E402
 from extender.state.store import RedisStore  # noqa: E402
+from extender.wire.builders import gfd_node, pod_object  # noqa: E402
+from extender.wire.kube import encode_binding_args, encode_extender_args  # noqa: E402
+from extender.wire.volcano import (  # noqa: E402
+    encode_event_request, encode_predicate_request, encode_prioritize_request,
+)  # fmt: skip
 from scripts.bench_extender import free_port, serve  # noqa: E402
 
 GPUS_PER_NODE, NODES, LIMIT, MEMORY = 2, 4, 3, 24576
@@ -46,20 +51,16 @@ MODELS = ["resnet50", "vgg16", "densenet121", "mobilenet_v2", "bert_base", "resn
 
 
 def node_objects() -> list[dict]:
-    return [{"metadata": {"name": f"gpu-{i}", "labels": {
-        "nvidia.com/gpu.product": "NVIDIA-GeForce-RTX-3090", "nvidia.com/gpu.count": str(GPUS_PER_NODE),
-        "nvidia.com/gpu.memory": str(MEMORY), "nvidia.com/gpu.replicas": "4"}},
-        "status": {"allocatable": {"nvidia.com/gpu": str(4 * GPUS_PER_NODE)}}} for i in range(NODES)]
+    return [gfd_node(f"gpu-{i}", "NVIDIA-GeForce-RTX-3090", GPUS_PER_NODE, MEMORY, 4)
+            for i in range(NODES)]
 
 
 def pod(annotated: bool = True, rng: random.Random | None = None) -> dict:
+    """A pod whose spec carries a secret (env) that must never reach a log line."""
     rng = rng or random.Random()
-    annotations = {"schedtune.io/model": rng.choice(MODELS),
-                   "schedtune.io/batch-size": str(rng.choice([8, 16, 32, 64]))} if annotated else {}
-    return {"metadata": {"name": f"p-{uuid.uuid4().hex[:10]}", "namespace": "chaos",
-                         "uid": str(uuid.uuid4()), "annotations": annotations},
-            "spec": {"containers": [{"name": "main", "image": "x",
-                                     "env": [{"name": "TOKEN", "value": "chaos-secret"}]}]}}
+    model, batch = (rng.choice(MODELS), rng.choice([8, 16, 32, 64])) if annotated else (None, None)
+    return pod_object(f"p-{uuid.uuid4().hex[:10]}", "chaos", str(uuid.uuid4()), model=model,
+                      batch=batch, image="x", gpus=None, env={"TOKEN": "chaos-secret"})
 
 
 def mutated(rng: random.Random, nodes: list[dict]) -> tuple[str, object]:
@@ -76,17 +77,14 @@ def mutated(rng: random.Random, nodes: list[dict]) -> tuple[str, object]:
         node["metadata"]["labels"][rng.choice(list(node["metadata"]["labels"]))] = rng.choice(junk)
     verb = rng.choice(["filter", "prioritize", "bind", "volcano/predicate", "volcano/prioritize",
                        "volcano/allocate", "volcano/deallocate"])
-    task = {"UID": p["metadata"]["uid"], "Name": p["metadata"]["name"], "Namespace": "chaos",
-            "NodeName": "gpu-0", "Pod": p}
     body: dict = {
-        "filter": {"Pod": p, "Nodes": {"items": [node]}, "NodeNames": None},
-        "prioritize": {"Pod": p, "Nodes": None, "NodeNames": ["gpu-0", "ghost"]},
-        "bind": {"PodName": p["metadata"]["name"], "PodNamespace": "chaos",
-                 "PodUID": p["metadata"]["uid"], "Node": "gpu-0"},
-        "volcano/predicate": {"task": task, "node": {"Name": "gpu-0", "Node": node}},
-        "volcano/prioritize": {"task": task, "nodes": [{"Name": "gpu-0", "Node": node}]},
-        "volcano/allocate": {"task": task, "node": {"Name": "gpu-0", "Node": node}},
-        "volcano/deallocate": {"task": task, "node": {"Name": "gpu-0", "Node": node}},
+        "filter": encode_extender_args(p, [node]),
+        "prioritize": encode_extender_args(p, node_names=["gpu-0", "ghost"]),
+        "bind": encode_binding_args(p, "gpu-0"),
+        "volcano/predicate": encode_predicate_request(p, node),
+        "volcano/prioritize": encode_prioritize_request(p, [node]),
+        "volcano/allocate": encode_event_request(p, "gpu-0"),
+        "volcano/deallocate": encode_event_request(p, "gpu-0"),
     }[verb]
     for key in list(body):
         roll = rng.random()
@@ -160,7 +158,7 @@ def race(replicas: Replicas, redis: EmbeddedRedis, binds: int, seed: int) -> dic
         try:
             with requests.Session() as http:
                 filt = http.post(f"{replicas.url(side)}/filter", timeout=10,
-                                 json={"Pod": p, "Nodes": {"items": nodes}, "NodeNames": None})
+                                 json=encode_extender_args(p, nodes))
                 with lock:
                     stats["requests"] += 1
                 if filt.status_code >= 500:
@@ -177,8 +175,7 @@ def race(replicas: Replicas, redis: EmbeddedRedis, binds: int, seed: int) -> dic
                 # be refused, never over-commit.
                 node = rng.choice(passing or [n["metadata"]["name"] for n in nodes])
                 meta = p["metadata"]
-                body = {"PodName": meta["name"], "PodNamespace": "chaos", "PodUID": meta["uid"],
-                        "Node": node}
+                body = encode_binding_args(p, node)
                 held = False
                 for _ in range(2):  # kube-scheduler may retry a bind: it must be idempotent
                     res = http.post(f"{replicas.url(1 - side)}/bind", json=body, timeout=10)
@@ -228,9 +225,9 @@ def race(replicas: Replicas, redis: EmbeddedRedis, binds: int, seed: int) -> dic
         time.sleep(1.0)
         with requests.Session() as http:  # while Redis is down
             plain = http.post(f"{replicas.url(1)}/filter", timeout=10,
-                              json={"Pod": pod(False), "Nodes": {"items": nodes}, "NodeNames": None})
+                              json=encode_extender_args(pod(False), nodes))
             annotated = http.post(f"{replicas.url(1)}/filter", timeout=10,
-                                  json={"Pod": pod(True), "Nodes": {"items": nodes}, "NodeNames": None})
+                                  json=encode_extender_args(pod(True), nodes))
         recovery["passthrough_ok"] = float(len((plain.json().get("Nodes") or {}).get("items", [])) == NODES)
         recovery["retriable_error_ok"] = float("retry" in annotated.json().get("Error", ""))
         restarted = time.monotonic()
@@ -239,7 +236,7 @@ def race(replicas: Replicas, redis: EmbeddedRedis, binds: int, seed: int) -> dic
         with requests.Session() as http:
             while time.monotonic() - restarted < 30:
                 res = http.post(f"{replicas.url(1)}/filter", timeout=10,
-                                json={"Pod": pod(True), "Nodes": {"items": nodes}, "NodeNames": None})
+                                json=encode_extender_args(pod(True), nodes))
                 if res.status_code == 200 and not res.json().get("Error"):
                     break
                 time.sleep(0.01)

@@ -14,7 +14,7 @@ names only nodes the request named (the scheduler rejects anything else).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,3 +98,25 @@ def encode_filter_error(message: str) -> dict[str, Any]:
 
 def encode_bind(error: str = "") -> dict[str, str]:
     return {"Error": error}
+
+
+# --- request encoders (what the scheduler sends) --------------------------------------------
+
+
+def encode_extender_args(pod: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]] | None = None,
+                         *, node_names: Sequence[str] | None = None) -> dict[str, Any]:
+    """ExtenderArgs as kube-scheduler sends it to filter and prioritize: the v1.Pod and
+    either the v1.NodeList of `nodes` (``nodeCacheCapable: false``) or only `node_names`
+    (``true``). Raises ValueError unless exactly one of the two is given."""
+    if (nodes is None) == (node_names is None):
+        raise ValueError("ExtenderArgs carries nodes or node_names: exactly one")
+    if node_names is not None:
+        return {"Pod": pod, "Nodes": None, "NodeNames": list(node_names)}
+    return {"Pod": pod, "Nodes": {"metadata": {}, "items": list(nodes or ())}, "NodeNames": None}
+
+
+def encode_binding_args(pod: Mapping[str, Any], node: str) -> dict[str, str]:
+    """ExtenderBindingArgs: bind the v1.Pod `pod` (its name, namespace and uid) to `node`."""
+    meta = pod["metadata"]
+    return {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"],
+            "Node": node}

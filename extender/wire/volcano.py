@@ -13,7 +13,7 @@ Requests carry json tags in lower case, while the embedded ``TaskInfo`` and
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,3 +92,41 @@ def encode_predicate_error(message: str) -> dict[str, Any]:
 def encode_prioritize(scores: Mapping[str, float], error: str = "") -> dict[str, Any]:
     return {"nodeScore": {n: MAX_NODE_SCORE * s for n, s in scores.items()},
             "errorMessage": error}  # fmt: skip
+
+
+# --- request encoders (what the scheduler sends) --------------------------------------------
+
+TASK_PENDING = 1  # TaskStatus Pending, 1 << 0 in every release (later bits moved: Borrowing)
+
+
+def encode_task_info(pod: Mapping[str, Any], node_name: str = "", *, job: str | None = None,
+                     status: int = TASK_PENDING) -> dict[str, Any]:
+    """api.TaskInfo as Volcano marshals it (Go field names): the v1.Pod `pod`, its identity,
+    `job` (the JobID, namespace/name; the pod's own by default), `node_name` ("" until
+    Volcano allocates it) and the TaskStatus bit `status`. The extender reads only the
+    identity, NodeName and Pod."""
+    meta = pod["metadata"]
+    return {"UID": meta["uid"], "Job": job or f"{meta['namespace']}/{meta['name']}",
+            "Name": meta["name"], "Namespace": meta["namespace"], "NodeName": node_name,
+            "Status": status, "Pod": pod}
+
+
+def encode_node_info(node: Mapping[str, Any]) -> dict[str, Any]:
+    """api.NodeInfo: the v1.Node `node` under its name, in the Ready phase."""
+    return {"Name": node["metadata"]["name"], "Node": node, "State": {"Phase": "Ready"}}
+
+
+def encode_predicate_request(pod: Mapping[str, Any], node: Mapping[str, Any]) -> dict[str, Any]:
+    """PredicateRequest ``{"task", "node"}``: may the pending `pod` run on `node`?"""
+    return {"task": encode_task_info(pod), "node": encode_node_info(node)}
+
+
+def encode_prioritize_request(pod: Mapping[str, Any],
+                              nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """PrioritizeRequest ``{"task", "nodes"}``: score `nodes` for the pending `pod`."""
+    return {"task": encode_task_info(pod), "nodes": [encode_node_info(n) for n in nodes]}
+
+
+def encode_event_request(pod: Mapping[str, Any], node_name: str) -> dict[str, Any]:
+    """The allocate / deallocate event ``{"task"}``: `pod` placed on (or taken off) `node_name`."""
+    return {"task": encode_task_info(pod, node_name)}
