@@ -1,7 +1,10 @@
-"""`python -m extender`: serve with gunicorn on embedded defaults (no cluster, no Redis needed).
+"""`python -m extender` / `schedtune serve`: the extender under gunicorn, on embedded
+defaults (no cluster, no Redis needed). Extra arguments go to gunicorn.
 
 Without a reachable cluster the bind verb records reservations only.
 """
+
+from __future__ import annotations
 
 import os
 import sys
@@ -10,9 +13,11 @@ from pathlib import Path
 CONFIG = Path(__file__).resolve().parent / "web" / "gunicorn.conf.py"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
     os.execvp(sys.executable, [sys.executable, "-m", "gunicorn", "-c", str(CONFIG),
-                               "extender.web.app:create_app()", *sys.argv[1:]])
+                               "extender.web.app:create_app()", *args])
+    return 0  # not reached: the process is gunicorn now
 
 
 if __name__ == "__main__":

@@ -13,6 +13,22 @@ from estimator.data import DEFAULT_DATA_DIR, PAPER_DIR
 from extender.state.store import RedisStore
 
 DATA_DIR = Path(os.environ.get("SCHEDTUNE_DATA", DEFAULT_DATA_DIR))
+PROFILES = Path(__file__).resolve().parent.parent / "profiles"
+
+
+def _profiles_state() -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(PROFILES)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(PROFILES.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _committed_profiles_stay_untouched() -> Iterator[None]:
+    """No test writes into the committed profiles/ (trained artefacts, feature tables)."""
+    before = _profiles_state()
+    yield
+    after = _profiles_state()
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    assert not changed, f"tests changed the committed profiles/: {changed}"
 
 
 @pytest.fixture(scope="session")

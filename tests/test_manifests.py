@@ -92,8 +92,12 @@ def test_extender_deployment_uses_known_settings_modules_and_the_service_port() 
     docs = {d["kind"]: d for d in _documents(K8S / "extender.yaml")}
     (spec,) = _pod_specs(docs["Deployment"])
     containers = {c["name"]: c for c in spec["containers"]}
-    assert containers["extender"]["command"] == ["python", "-m", "extender"]
-    assert containers["monitor"]["command"] == ["python", "-m", "extender.cluster.monitor"]
+    from scripts.cli import COMMANDS
+
+    assert containers["extender"]["command"] == ["schedtune", "serve"]
+    assert containers["monitor"]["command"] == ["schedtune", "monitor"]
+    assert COMMANDS["serve"][0] == "extender.__main__"
+    assert COMMANDS["monitor"][0] == "extender.cluster.monitor"
     for container in containers.values():
         for env in container["env"]:
             assert env["name"] in settings_module.__doc__, env["name"]

@@ -247,12 +247,16 @@ def _outcome(facts: PodFacts) -> str:
     return facts.phase.lower()
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Run the monitor (configured by the environment: see extender/settings.py)."""
+    import argparse
+
     from prometheus_client import start_http_server
 
     from extender.cluster import kube
     from extender.state.embedded_redis import open_store
 
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args(argv)
     settings = Settings.from_env(os.environ)
     logs.configure(settings.log_level)
     if not kube.load_config(settings.kubeconfig):

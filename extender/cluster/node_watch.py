@@ -61,5 +61,14 @@ def start_in_background(settings: Settings) -> subprocess.Popen[bytes] | None:
     return subprocess.Popen([sys.executable, "-m", "extender.cluster.node_watch"])
 
 
-if __name__ == "__main__":
+def main(argv: list[str] | None = None) -> int:
+    """Watch nodes until stopped (configured by the environment: see extender/settings.py)."""
+    import argparse
+
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args(argv)
     run(Settings.from_env(os.environ))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -78,18 +78,17 @@ def test_artefacts_carry_metadata_and_refuse_other_versions(tmp_path, monkeypatc
     _, meta = artefacts.load("train-mem.ours")
     assert {"columns", "pad_seen", "data_sha256", "versions", "held_out"} <= set(meta)
     assert meta["held_out"]["lomo"]["under_alloc_pct"] == 0.0
-    stale = artefacts.MODELS_DIR / "test-stale.ours"
-    try:
-        shutil.copy(artefacts.MODELS_DIR / "train-mem.ours.joblib", f"{stale}.joblib")
-        meta["versions"]["sklearn"] = "0.0.1"
-        (artefacts.MODELS_DIR / "test-stale.ours.json").write_text(json.dumps(meta))
-        with pytest.raises(ArtefactError, match="retrain"):
-            artefacts.load("test-stale.ours")
-    finally:
-        for suffix in (".joblib", ".json"):
-            (artefacts.MODELS_DIR / f"test-stale.ours{suffix}").unlink(missing_ok=True)
     with pytest.raises(ArtefactError, match="outside"):
         artefacts.load("train-mem.ours", tmp_path)
+    # A stale artefact, in a trusted directory of its own (never the committed profiles/).
+    trusted = tmp_path / "models"
+    trusted.mkdir()
+    shutil.copy(artefacts.MODELS_DIR / "train-mem.ours.joblib", trusted / "test-stale.ours.joblib")
+    meta["versions"]["sklearn"] = "0.0.1"
+    (trusted / "test-stale.ours.json").write_text(json.dumps(meta))
+    monkeypatch.setattr(artefacts, "MODELS_DIR", trusted)
+    with pytest.raises(ArtefactError, match="retrain"):
+        artefacts.load("test-stale.ours", trusted)
 
 
 def test_request_path_never_imports_torch() -> None:

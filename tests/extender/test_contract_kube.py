@@ -17,12 +17,6 @@ def _fixture(version: str, name: str) -> dict:
     return json.loads(path.read_text())
 
 
-@pytest.fixture(autouse=True)
-def _need_fixtures():
-    if not VERSIONS:
-        pytest.skip("../shared/fixtures not found")
-
-
 @pytest.mark.parametrize("version", VERSIONS)
 def test_filter_full_nodes_answers_nodes(client, version) -> None:
     body = _fixture(version, "filter-full-nodes")

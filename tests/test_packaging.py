@@ -1,0 +1,41 @@
+"""The package as users install it: one `schedtune` command, and a service that runs on the
+runtime dependencies alone (the image installs no torch)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+from scripts import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+OFFLINE_ONLY = ("torch", "torchvision", "torchinfo", "tqdm", "matplotlib")
+
+
+def test_every_subcommand_names_a_module_with_main(capsys) -> None:
+    import importlib
+
+    for name, (module, _) in cli.COMMANDS.items():
+        if name in ("features", "profile"):  # torch at import: checked by their own tests
+            continue
+        assert callable(importlib.import_module(module).main), name
+    assert cli.main([]) == 2 and "usage: schedtune" in capsys.readouterr().out
+    assert cli.main(["no-such-command"]) == 2
+    assert "unknown command 'no-such-command'" in capsys.readouterr().err
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["scripts"] == {"schedtune": "scripts.cli:main"}
+
+
+def test_the_service_imports_nothing_from_the_offline_tools() -> None:
+    code = ("import sys, scripts.cli, extender.web.app, extender.cluster.monitor, "
+            "extender.cluster.node_watch, scripts.queues; "
+            f"print(sorted(m for m in {OFFLINE_ONLY!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=ROOT)
+    assert out.stdout.strip() == "[]"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    runtime = {d.split("==")[0].lower() for d in project["dependencies"]}
+    assert not runtime & set(OFFLINE_ONLY)
+    assert {"torch==2.13.0"} <= set(project["optional-dependencies"]["tools"])
