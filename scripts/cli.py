@@ -16,7 +16,7 @@ import importlib
 import sys
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "serve": ("extender.__main__", "run the extender under gunicorn (extra arguments go to gunicorn)"),
+    "serve": ("extender.__main__", "run the extender under gunicorn (extra arguments: gunicorn's)"),
     "monitor": ("extender.cluster.monitor", "follow pod lifecycles through the Kubernetes API"),
     "node-watch": ("extender.cluster.node_watch", "keep node GPU layouts in Redis from the API"),
     "queues": ("scripts.queues", "show the GPU queues and the waiting pods"),

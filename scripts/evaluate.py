@@ -18,12 +18,11 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from estimator.data import DEFAULT_DATA_DIR, RECONSTRUCTED, TARGETS, load_target  # noqa: E402
-from estimator.errors import EstimatorError  # noqa: E402
-from estimator.evaluation import PROTOCOLS, evaluate  # noqa: E402
-from estimator.regressors import BASELINE, CHOSEN, DESIGNS  # noqa: E402
+from estimator.data import DEFAULT_DATA_DIR, RECONSTRUCTED, TARGETS, load_target
+from estimator.errors import EstimatorError
+from estimator.evaluation import PROTOCOLS, evaluate
+from estimator.regressors import BASELINE, CHOSEN, DESIGNS
 
 COLUMNS = ("rmse", "rmsle", "avg_err_pct", "max_err_pct", "under_alloc_pct", "over_alloc_pct")
 

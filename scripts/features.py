@@ -16,10 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from estimator import feature_table  # noqa: E402
-from estimator.zoo import MODEL_NAMES  # noqa: E402
+from estimator import feature_table
+from estimator.zoo import MODEL_NAMES
 
 DEFAULT_BATCHES = {"train": (1, 8, 16, 32, 64, 128), "inference": (1, 8, 32, 128)}
 log = logging.getLogger("features")

@@ -17,9 +17,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
-from estimator.data import DEFAULT_DATA_DIR  # noqa: E402
+from estimator.data import DEFAULT_DATA_DIR
 
 OUT = ROOT / "profiles" / "interference.json"
 GPUS = ("k80", "p100", "v100")

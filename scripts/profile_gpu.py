@@ -30,14 +30,13 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from estimator.catalogue import (  # noqa: E402
+from estimator.catalogue import (
     CATALOGUE, CHARACTERISTICS, GpuType, characteristics, gpu_for_product,
 )
-from estimator.data import MEASUREMENTS_FILE  # noqa: E402
-from estimator.feature_table import TASKS, check_job, upsert  # noqa: E402
-from estimator.zoo import MODEL_NAMES, PAPER_MODELS, get_spec  # noqa: E402
+from estimator.data import MEASUREMENTS_FILE
+from estimator.feature_table import TASKS, check_job, upsert
+from estimator.zoo import MODEL_NAMES, PAPER_MODELS, get_spec
 
 SAMPLE_INTERVAL_MS = 250
 CIFAR10_TRAIN_IMAGES = 50_000

@@ -17,14 +17,12 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from extender.state.embedded_redis import open_store  # noqa: E402
-from extender.errors import StoreUnavailable  # noqa: E402
-from extender.core.queue_report import queue_report, waiting_report  # noqa: E402
-from extender.settings import Settings, SettingsError  # noqa: E402
+from extender.state.embedded_redis import open_store
+from extender.errors import StoreUnavailable
+from extender.core.queue_report import queue_report, waiting_report
+from extender.settings import Settings, SettingsError
 
 
 def render(report: list[dict]) -> str:

@@ -21,16 +21,15 @@ import logging
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from estimator import artefacts  # noqa: E402
-from estimator.data import DEFAULT_DATA_DIR, TARGETS, load_target  # noqa: E402
-from estimator.errors import EstimatorError  # noqa: E402
-from estimator.observations import (  # noqa: E402
+from estimator import artefacts
+from estimator.data import DEFAULT_DATA_DIR, TARGETS, load_target
+from estimator.errors import EstimatorError
+from estimator.observations import (
     TIME_TARGETS, observation_rows, refit_gain, supersede,
 )  # fmt: skip
-from estimator.regressors import BASELINE, CHOSEN  # noqa: E402
-from estimator.training import artefact_name, fit  # noqa: E402
+from estimator.regressors import BASELINE, CHOSEN
+from estimator.training import artefact_name, fit
 
 log = logging.getLogger("train")
 

@@ -189,7 +189,8 @@ class Monitor:
     def _base(self, facts: PodFacts) -> dict[str, Any] | None:
         """The record's fields every adoption shares (None: annotations a user must fix)."""
         try:
-            demand = parse_demand(PodInfo(facts.uid, facts.name, facts.namespace, facts.annotations))
+            pod = PodInfo(facts.uid, facts.name, facts.namespace, facts.annotations)
+            demand = parse_demand(pod)
         except AnnotationError as exc:
             log.warning("bound pod with bad annotations", extra={"pod_uid": facts.uid,
                                                                  "detail": str(exc)})

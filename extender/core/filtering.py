@@ -55,8 +55,8 @@ def decide_filter(assessment: Assessment, nodes: Mapping[str, NodeGpus | None],
     waiter = None
     if waits:
         since = next((w.since for w in snapshot.waiting if w.uid == pod.uid), snapshot.now)
-        waiter = Waiter(pod.uid, since, {t: (n.padded_mib, n.predicted_s) for t, n in needs.items()},
-                        f"{pod.namespace}/{pod.name}")
+        per_type = {t: (n.padded_mib, n.predicted_s) for t, n in needs.items()}
+        waiter = Waiter(pod.uid, since, per_type, f"{pod.namespace}/{pod.name}")
     return FilterDecision(verdicts, FilterRecord(pod, layouts, held), waiter)
 
 

@@ -1,4 +1,5 @@
-"""The Flask app factory: `gunicorn -c extender/web/gunicorn.conf.py 'extender.web.app:create_app()'`.
+"""The Flask app factory, served by `schedtune serve`, i.e.
+`gunicorn -c extender/web/gunicorn.conf.py 'extender.web.app:create_app()'`.
 
 Each worker builds its own app: settings validated once, the estimator's
 artefacts loaded once (read-only) and every profiled job predicted up front,

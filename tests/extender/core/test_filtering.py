@@ -4,7 +4,7 @@ import pytest
 
 from extender.core.filtering import decide_filter, node_verdict
 from extender.core.job import NotOurs, PodJob, Refused
-from extender.model import ClusterSnapshot, Need, NodeGpus, PodDemand, Waiter
+from extender.model import ClusterSnapshot, Need, PodDemand, Waiter
 from extender.settings import Settings
 from tests.extender.states import LIMITS, node_state, queued
 

@@ -62,5 +62,6 @@ def test_nodes_tied_for_the_soonest_completion_go_to_the_tightest_fit(name) -> N
 def test_a_node_is_priced_on_the_gpu_bind_will_reserve() -> None:
     node = node_state("n", [[queued("a", 16000, 3000, started=5)], []])
     need = Need(4000, 600)
-    placement = node_placement(node, {"RTX-3090": need}, LIMITS, 10.0, make_policy("marginal", 0.47))
+    policy = make_policy("marginal", 0.47)
+    placement = node_placement(node, {"RTX-3090": need}, LIMITS, 10.0, policy)
     assert placement == Placement(600, 24576 - 4000)  # the idle GPU, not the best fit
