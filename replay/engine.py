@@ -1,4 +1,4 @@
-"""Discrete-event simulation of a GPU cluster under one placement policy.
+"""Discrete-event simulation of a GPU cluster under one placement policy, and its figures.
 
 Jobs arrive, wait until the policy places them on a GPU, hold their true peak
 memory from placement, start working after the world's start-up overhead, and
@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from scripts.sim_world import SimJob, World
+from replay.world import SimJob, World
 
 OOM_AT = 0.3
 EPS = 1e-9

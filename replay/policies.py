@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -21,14 +22,14 @@ from typing import Any
 import requests
 from werkzeug.serving import make_server
 
-import logging
-
-from extender.web.app import create_app
 from extender.cluster.monitor import Monitor
 from extender.settings import Settings
 from extender.state.store import RedisStore
-from scripts.sim_engine import Placement, SimNode, Simulator
-from scripts.sim_world import SimJob
+from extender.web.app import create_app
+from extender.wire.builders import gfd_node, pod_object
+from extender.wire.kube import encode_binding_args, encode_extender_args
+from replay.engine import Placement, SimNode, Simulator
+from replay.world import SimJob
 
 EPOCH = 1_800_000_000.0  # simulated t = 0, as a wall-clock instant
 logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log per request
@@ -70,13 +71,11 @@ class SimClock:
 
 
 def node_object(node: SimNode) -> dict[str, Any]:
-    """A v1.Node as kube-scheduler sends it, with GPU Feature Discovery's labels."""
-    labels = {"kubernetes.io/hostname": node.name, "nvidia.com/gpu.product": node.product,
-              "nvidia.com/gpu.count": str(node.count), "nvidia.com/gpu.memory": str(node.memory_mib),
-              "nvidia.com/gpu.replicas": "4", "nvidia.com/gpu.sharing-strategy": "time-slicing"}
-    return {"metadata": {"name": node.name, "labels": labels},
-            "status": {"allocatable": {"cpu": "32", "memory": "256Gi",
-                                       "nvidia.com/gpu": str(node.count * 4)}}}
+    """A v1.Node as kube-scheduler sends it, with GPU Feature Discovery's labels: the GPUs
+    time-sliced four ways."""
+    return gfd_node(node.name, node.product, node.count, node.memory_mib, replicas=4,
+                    labels={"nvidia.com/gpu.sharing-strategy": "time-slicing"},
+                    resources={"cpu": "32", "memory": "256Gi"})
 
 
 def _iso(t: float) -> str:
@@ -112,39 +111,32 @@ class ExtenderPolicy:
         return response.json()
 
     def _pod(self, job: SimJob) -> dict[str, Any]:
-        units = "schedtune.io/epochs" if job.task == "train" else "schedtune.io/requests"
-        return self.pods.setdefault(job.id, {
-            "metadata": {"name": f"job-{job.id}", "namespace": "replay",
-                         "uid": f"{self.run_id}-{job.id:08d}", "creationTimestamp": _iso(job.arrival_s),
-                         "annotations": {"schedtune.io/model": job.model, "schedtune.io/task": job.task,
-                                         "schedtune.io/batch-size": str(job.batch), units: str(job.units)}},
-            "spec": {"schedulerName": "schedtune-scheduler",
-                     "containers": [{"name": "main", "image": "trainer",
-                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
-            "status": {"phase": "Pending"},
-        })  # fmt: skip
+        if job.id not in self.pods:
+            train = job.task == "train"
+            self.pods[job.id] = pod_object(
+                f"job-{job.id}", "replay", f"{self.run_id}-{job.id:08d}", model=job.model,
+                task=job.task, batch=job.batch, epochs=job.units if train else None,
+                requests=None if train else job.units, scheduler_name="schedtune-scheduler",
+                created_at=_iso(job.arrival_s), phase="Pending")
+        return self.pods[job.id]
 
     def place(self, job: SimJob, now: float, sim: Simulator) -> tuple[str, int] | None:
         started = time.perf_counter()
         self.clock.now = EPOCH + now
         pod = self._pod(job)
         try:
-            result = self._post("filter", {"Pod": pod, "Nodes": {"items": self.items},
-                                           "NodeNames": None})
+            result = self._post("filter", encode_extender_args(pod, self.items))
             if result.get("Error"):
                 raise RuntimeError(f"filter error: {result['Error']}")
             passing = (result.get("Nodes") or {}).get("items") or []
             if not passing:
                 return None
-            scores = self._post("prioritize", {"Pod": pod, "Nodes": {"items": passing},
-                                               "NodeNames": None})
+            scores = self._post("prioritize", encode_extender_args(pod, passing))
             best = max(scores, key=lambda s: s["Score"])["Host"]  # first of the highest
-            meta = pod["metadata"]
-            bound = self._post("bind", {"PodName": meta["name"], "PodNamespace": meta["namespace"],
-                                        "PodUID": meta["uid"], "Node": best})
+            bound = self._post("bind", encode_binding_args(pod, best))
             if bound.get("Error"):
                 return None  # raced to full: retried on the next event, as kube-scheduler does
-            record = self.store.job(meta["uid"])
+            record = self.store.job(pod["metadata"]["uid"])
             pod["spec"]["nodeName"] = best
             return record.node, record.gpu_index
         finally:

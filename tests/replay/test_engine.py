@@ -1,15 +1,12 @@
-"""The replay simulator's bookkeeping on hand-computed cases, and a small run through HTTP."""
+"""The replay simulator's bookkeeping on hand-computed cases."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from scripts import replay
-from scripts.sim_engine import SimNode, Simulator, metrics
-from scripts.sim_policies import WholeGpuPolicy
-from scripts.sim_world import SimJob, World
+from replay.engine import SimNode, Simulator, metrics
+from replay.policies import WholeGpuPolicy
+from replay.world import SimJob, World
 
 GPU = SimNode("n0", "RTX-3090", "NVIDIA-GeForce-RTX-3090", 1, 4000)
 
@@ -78,44 +75,3 @@ def test_a_job_that_does_not_fit_fails_after_30_percent(estimator) -> None:
     assert not first.oom and first.ended_s == pytest.approx(115)  # then 70 s alone
     m = metrics(sim, [first, second])
     assert m["oom_count"] == 1 and m["avg_jct_s"] == pytest.approx(115)
-
-
-def test_paper_trace_and_cluster_parse(data_dir) -> None:
-    jobs = replay.paper_workload(data_dir)
-    assert len(jobs) == 360 and sum(j.task == "train" for j in jobs) == 48
-    assert 1000 < max(j.arrival_s for j in jobs) < 1200
-    nodes = replay.parse_cluster(replay.PAPER_CLUSTER)
-    assert sorted(n.gpu_type for n in nodes) == ["RTX-2070S", "RTX-2070S", "RTX-3070",
-                                                 "RTX-3070", "RTX-3090"]
-    with pytest.raises(replay.ReplayError, match="TYPE:NODESxGPUS"):
-        replay.parse_cluster("H100:2")
-
-
-def test_shuffled_order_keeps_the_arrival_times_and_the_jobs() -> None:
-    jobs = replay.generated_workload(50, 10.0, seed=3, train_fraction=0.5)
-    shuffled = replay.shuffle_order(jobs, 1)
-    assert [(j.id, j.arrival_s) for j in shuffled] == [(j.id, j.arrival_s) for j in jobs]
-    shape = lambda j: (j.model, j.task, j.batch, j.units)  # noqa: E731
-    assert sorted(map(shape, shuffled)) == sorted(map(shape, jobs))
-    assert list(map(shape, shuffled)) != list(map(shape, jobs))
-    assert replay.shuffle_order(jobs, 1) == shuffled != replay.shuffle_order(jobs, 2)
-
-
-def test_generated_replay_through_the_http_extender(capsys, tmp_path) -> None:
-    code = replay.main(["--workload", "generated", "--jobs", "40", "--rate", "60",
-                        "--cluster", "T4:2x2,A100-80GB:1x2", "--data", str(tmp_path), "--json",
-                        "--policies", "default", "ours"])
-    assert code == 0
-    report = json.loads(capsys.readouterr().out)
-    assert report["world"].startswith("predicted")  # no reference data in tmp_path
-    ours = report["policies"]["ours"]
-    assert ours["oom_count"] == 0 and ours["unscheduled"] == 0 and ours["decisions"] >= 40
-    assert set(ours) >= {"makespan_s", "avg_jct_s", "p95_jct_s", "avg_queue_s", "mem_util",
-                         "oom_count", "unscheduled"}
-
-
-def test_bad_user_files_are_clear_errors(tmp_path, capsys) -> None:
-    jobs = tmp_path / "jobs.csv"
-    jobs.write_text("arrival_s,model,task,batch,units\n0,resnet50,train,32,1\n5,nope,train,8,1\n")
-    assert replay.main(["--jobs-file", str(jobs), "--cluster", "T4:1x1", "--json"]) == 2
-    assert "jobs.csv:3" in capsys.readouterr().err

@@ -1,0 +1,140 @@
+"""What a replay runs: the workload (jobs and arrival times) and the cluster (nodes).
+
+Workloads: the paper's 360-job trace, a generated Poisson mix over the model
+registry, or a CSV file; cluster specs: ``TYPE:NODESxGPUS,...`` or a YAML file;
+`shuffle_order` permutes which job arrives when. Bad user input raises
+`ReplayError` with a message that says what to fix (the CLI exits 2 on it).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import random
+import re
+from datetime import datetime
+from pathlib import Path
+
+import yaml
+
+from estimator.catalogue import CATALOGUE, gpu_for_product
+from estimator.data import PAPER_DIR
+from estimator.feature_table import FeatureTable
+from replay.engine import SimNode
+from replay.world import SimJob
+
+PAPER_CLUSTER = "RTX-2070S:2x1,RTX-3070:2x1,RTX-3090:1x1"
+GENERATED_CLUSTER = "T4:8x4,A10:4x4,L4:4x4,A100-80GB:2x8"
+PAPER_JOB = re.compile(r"single-node-(?P<model>\w+)-cifar10-epochs(?P<epochs>\d+)-batchsize(?P<batch>\d+)")
+PAPER_INFER = re.compile(r"inference-(?P<model>[a-z0-9_]+)-")
+
+
+class ReplayError(ValueError):
+    """Bad workload or cluster input: the message says what to fix."""
+
+
+def has_paper_data(data_dir: Path) -> bool:
+    """Whether `data_dir` holds the paper's reference data (trace, profiles)."""
+    return (data_dir / PAPER_DIR).is_dir()
+
+
+def parse_cluster(spec: str) -> list[SimNode]:
+    """"TYPE:NODESxGPUS,..." -> nodes named after their type."""
+    nodes = []
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        match = re.fullmatch(r"([\w.-]+):(\d+)x(\d+)", part)
+        if not match or match[1] not in CATALOGUE:
+            raise ReplayError(f"cluster item {part!r}: expected TYPE:NODESxGPUS with TYPE one "
+                              f"of {', '.join(CATALOGUE)}")
+        gpu = CATALOGUE[match[1]]
+        for i in range(int(match[2])):
+            nodes.append(SimNode(f"{gpu.name.lower()}-{i}", gpu.name, gpu.products[0],
+                                 int(match[3]), gpu.memory_mib))
+    if not nodes:
+        raise ReplayError("the cluster has no nodes")
+    return nodes
+
+
+def cluster_from_file(path: Path) -> list[SimNode]:
+    """YAML: ``nodes: [{name, gpu (type or GFD product), count, memory_mib?, replicas?}]``."""
+    doc = yaml.safe_load(path.read_text()) or {}
+    nodes = []
+    for i, item in enumerate(doc.get("nodes") or []):
+        gpu = gpu_for_product(str(item.get("gpu", "")))
+        if gpu is None or int(item.get("count", 1)) < 1:
+            raise ReplayError(f"{path} nodes[{i}]: unknown gpu {item.get('gpu')!r} or bad count")
+        for r in range(int(item.get("replicas", 1))):
+            suffix = f"-{r}" if item.get("replicas") else ""
+            nodes.append(SimNode(item.get("name", f"{gpu.name.lower()}-{i}") + suffix, gpu.name,
+                                 gpu.products[0], int(item.get("count", 1)),
+                                 int(item.get("memory_mib", gpu.memory_mib))))
+    if not nodes:
+        raise ReplayError(f"{path}: no nodes")
+    return nodes
+
+
+def paper_workload(data_dir: Path) -> list[SimJob]:
+    """The paper's 360-job trace: submission order and gaps from its wall-clock times."""
+    path = data_dir / PAPER_DIR / "baseline_arrival_times.csv"
+    jobs, first = [], None
+    with path.open() as handle:
+        for i, row in enumerate(csv.reader(handle)):
+            stamp = datetime.strptime(re.sub(r"\s+", " ", row[0].replace(" EST ", " ")),
+                                      "%a %b %d %H:%M:%S %Y").timestamp()
+            first = stamp if first is None else first
+            if match := PAPER_JOB.match(row[1]):
+                jobs.append(SimJob(i, stamp - first, match["model"], "train", int(match["batch"]),
+                                   int(match["epochs"])))
+            elif match := PAPER_INFER.match(row[1]):
+                jobs.append(SimJob(i, stamp - first, match["model"], "inference", 1, 1))
+            else:
+                raise ReplayError(f"{path}:{i + 1}: unrecognised job name {row[1]!r}")
+    return jobs
+
+
+def generated_workload(count: int, rate_per_min: float, seed: int,
+                       train_fraction: float) -> list[SimJob]:
+    """Poisson arrivals over the model registry, train and inference mixed."""
+    rng = random.Random(seed)
+    table = FeatureTable.load()
+    train = [m for m in table.models if "train" in table.tasks_for(m)]
+    infer = [m for m in table.models if "inference" in table.tasks_for(m)]
+    jobs, t = [], 0.0
+    for i in range(count):
+        t += rng.expovariate(rate_per_min / 60.0)
+        if rng.random() < train_fraction:
+            jobs.append(SimJob(i, t, rng.choice(train), "train", rng.choice([8, 16, 32, 64]),
+                               rng.choice([1, 1, 2, 3])))
+        else:
+            jobs.append(SimJob(i, t, rng.choice(infer), "inference", rng.choice([1, 1, 4, 8]),
+                               rng.choice([200, 1000, 5000])))
+    return jobs
+
+
+def jobs_from_file(path: Path) -> list[SimJob]:
+    """CSV with header arrival_s,model,task,batch,units."""
+    jobs = []
+    known = set(FeatureTable.load().models)
+    with path.open() as handle:
+        for i, row in enumerate(csv.DictReader(handle)):
+            try:
+                job = SimJob(i, float(row["arrival_s"]), row["model"], row["task"],
+                             int(row["batch"]), int(row["units"]))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ReplayError(f"{path}:{i + 2}: expected arrival_s,model,task,batch,units "
+                                  f"({exc})") from exc
+            if job.model not in known or job.task not in ("train", "inference") or job.batch < 1 \
+                    or job.units < 1 or job.arrival_s < 0:
+                raise ReplayError(f"{path}:{i + 2}: bad job {row}")
+            jobs.append(job)
+    return jobs
+
+
+def shuffle_order(jobs: list[SimJob], seed: int) -> list[SimJob]:
+    """The same arrival times with the jobs arriving at them permuted (seeded): is a
+    result about the policy or about the one order a trace happened to have?"""
+    order = sorted(jobs, key=lambda j: (j.arrival_s, j.id))
+    permuted = order[:]
+    random.Random(seed).shuffle(permuted)
+    return [dataclasses.replace(job, id=slot.id, arrival_s=slot.arrival_s)
+            for slot, job in zip(order, permuted, strict=True)]
