@@ -31,7 +31,8 @@ def render(report: dict) -> str:
         lines.append("")
         for name, r in report["policies"].items():
             if name != "default" and base["makespan_s"] and base["mem_util"]:
-                lines.append(f"{name} vs default: makespan {100 * (r['makespan_s'] / base['makespan_s'] - 1):+.1f} %, "
+                change = 100 * (r["makespan_s"] / base["makespan_s"] - 1)
+                lines.append(f"{name} vs default: makespan {change:+.1f} %, "
                              f"avg JCT {base['avg_jct_s'] / r['avg_jct_s']:.2f}x lower, "
                              f"memory utilisation {r['mem_util'] / base['mem_util']:.2f}x")
     return "\n".join(lines)

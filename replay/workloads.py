@@ -25,7 +25,8 @@ from replay.world import SimJob
 
 PAPER_CLUSTER = "RTX-2070S:2x1,RTX-3070:2x1,RTX-3090:1x1"
 GENERATED_CLUSTER = "T4:8x4,A10:4x4,L4:4x4,A100-80GB:2x8"
-PAPER_JOB = re.compile(r"single-node-(?P<model>\w+)-cifar10-epochs(?P<epochs>\d+)-batchsize(?P<batch>\d+)")
+PAPER_JOB = re.compile(
+    r"single-node-(?P<model>\w+)-cifar10-epochs(?P<epochs>\d+)-batchsize(?P<batch>\d+)")
 PAPER_INFER = re.compile(r"inference-(?P<model>[a-z0-9_]+)-")
 
 

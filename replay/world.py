@@ -72,11 +72,13 @@ class World:
         for model, batch, cores, peak in zip(stats["model"], stats["batchsize"],
                                              stats["Pipelines/CUDA cores"], stats["peak mem usage"],
                                              strict=True):  # fmt: skip
-            world.measured_mib[model, "train", int(batch), PAPER_GPUS_BY_CUDA_CORES[cores]] = float(peak)
+            gpu = PAPER_GPUS_BY_CUDA_CORES[cores]
+            world.measured_mib[model, "train", int(batch), gpu] = float(peak)
         times = pd.read_csv(paper / "reconstructed_train_time.csv")
         for model, batch, gpu, secs in zip(times["model"], times["batchsize"], times["gpu"],
                                            times["train_time_s_reconstructed"], strict=True):
-            world.measured_unit_s[model, "train", int(batch), PAPER_GPUS_BY_LABEL[gpu]] = float(secs)
+            key = (model, "train", int(batch), PAPER_GPUS_BY_LABEL[gpu])
+            world.measured_unit_s[key] = float(secs)
         infer = pd.read_csv(paper / "reconstructed_inference.csv")
         for model, gpu, mib, ms in zip(infer["model"], infer["gpu"],
                                        infer["infer_peak_mem_mb_reconstructed"],

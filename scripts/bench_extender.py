@@ -24,19 +24,17 @@ from pathlib import Path
 
 import requests
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from extender.state.embedded_redis import EmbeddedRedis  # noqa: E402
-from extender.model import JobRecord  # noqa: E402
-from extender.wire.builders import gfd_node, pod_object  # noqa: E402
-from extender.wire.kube import encode_extender_args  # noqa: E402
-from extender.wire.node_labels import gpus_from_node  # noqa: E402
-from extender.state.store import RedisStore  # noqa: E402
+from extender.state.embedded_redis import EmbeddedRedis
+from extender.model import JobRecord
+from extender.wire.builders import gfd_node, pod_object
+from extender.wire.kube import encode_extender_args
+from extender.wire.node_labels import gpus_from_node
+from extender.state.store import RedisStore
 
 PRODUCTS = [("NVIDIA-GeForce-RTX-3090", 24576), ("NVIDIA-A100-SXM4-40GB", 40960),
             ("Tesla-T4", 15360), ("NVIDIA-H100-80GB-HBM3", 81559), ("NVIDIA-L4", 23034)]
 MODELS = ["resnet50", "vgg16", "densenet121", "bert_base", "vit_b_16", "mobilenet_v2"]
+ROOT = Path(__file__).resolve().parent.parent  # gunicorn's working directory
 
 
 def make_nodes(n: int, rng: random.Random) -> list[dict]:
@@ -118,9 +116,10 @@ def free_port() -> int:
 
 
 def serve(app: str, port: int, env: dict[str, str]) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "extender" / "web" / "gunicorn.conf.py"),
-           "--bind", f"127.0.0.1:{port}", app]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cmd = [sys.executable, "-m", "gunicorn", "-c",
+           str(ROOT / "extender" / "web" / "gunicorn.conf.py"), "--bind", f"127.0.0.1:{port}", app]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -140,7 +139,8 @@ def replay(port: int, bodies: list[bytes]) -> list[float]:
     for body in bodies:
         started = time.perf_counter()
         for verb in ("filter", "prioritize"):
-            res = session.post(f"http://127.0.0.1:{port}/{verb}", data=body, headers=headers, timeout=30)
+            res = session.post(f"http://127.0.0.1:{port}/{verb}", data=body, headers=headers,
+                               timeout=30)
             res.raise_for_status()
         times.append((time.perf_counter() - started) * 1e3)
     return times

@@ -34,17 +34,14 @@ from pathlib import Path
 
 import requests
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from extender.state.embedded_redis import EmbeddedRedis  # noqa: E402
-from extender.state.store import RedisStore  # noqa: E402
-from extender.wire.builders import gfd_node, pod_object  # noqa: E402
-from extender.wire.kube import encode_binding_args, encode_extender_args  # noqa: E402
-from extender.wire.volcano import (  # noqa: E402
+from extender.state.embedded_redis import EmbeddedRedis
+from extender.state.store import RedisStore
+from extender.wire.builders import gfd_node, pod_object
+from extender.wire.kube import encode_binding_args, encode_extender_args
+from extender.wire.volcano import (
     encode_event_request, encode_predicate_request, encode_prioritize_request,
 )  # fmt: skip
-from scripts.bench_extender import free_port, serve  # noqa: E402
+from scripts.bench_extender import free_port, serve
 
 GPUS_PER_NODE, NODES, LIMIT, MEMORY = 2, 4, 3, 24576
 MODELS = ["resnet50", "vgg16", "densenet121", "mobilenet_v2", "bert_base", "resnet18"]
@@ -228,7 +225,8 @@ def race(replicas: Replicas, redis: EmbeddedRedis, binds: int, seed: int) -> dic
                               json=encode_extender_args(pod(False), nodes))
             annotated = http.post(f"{replicas.url(1)}/filter", timeout=10,
                                   json=encode_extender_args(pod(True), nodes))
-        recovery["passthrough_ok"] = float(len((plain.json().get("Nodes") or {}).get("items", [])) == NODES)
+        passed = (plain.json().get("Nodes") or {}).get("items", [])
+        recovery["passthrough_ok"] = float(len(passed) == NODES)
         recovery["retriable_error_ok"] = float("retry" in annotated.json().get("Error", ""))
         restarted = time.monotonic()
         redis.start()

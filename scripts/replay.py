@@ -21,8 +21,9 @@ import os
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+# Run as `python scripts/replay.py`, Python puts scripts/ first on the path, where this
+# file would shadow the `replay` package: the checkout goes before it.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from estimator.data import DEFAULT_DATA_DIR  # noqa: E402
 from extender.settings import SettingsError  # noqa: E402
