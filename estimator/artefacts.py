@@ -61,7 +61,7 @@ def load(name: str, directory: Path = MODELS_DIR) -> tuple[Any, dict[str, Any]]:
         raise ArtefactError(f"refusing to unpickle outside {MODELS_DIR}: {directory}")
     path, meta_path = directory / f"{name}.joblib", directory / f"{name}.json"
     if not path.is_file() or not meta_path.is_file():
-        raise ArtefactError(f"artefact {name!r} missing in {directory}; run scripts/train.py")
+        raise ArtefactError(f"artefact {name!r} missing in {directory}; run schedtune train")
     try:
         meta = json.loads(meta_path.read_text())
     except json.JSONDecodeError as exc:
@@ -72,6 +72,6 @@ def load(name: str, directory: Path = MODELS_DIR) -> tuple[Any, dict[str, Any]]:
     if stale:
         raise ArtefactError(
             f"artefact {name!r} was saved with {stale}, running {running}: "
-            "install requirements.txt or retrain with scripts/train.py"
+            "install requirements.txt or retrain with schedtune train"
         )
     return joblib.load(path), meta

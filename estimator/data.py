@@ -2,7 +2,7 @@
 
 The reference data never enters the repository: it is read from a data directory
 (default ``../shared/data`` beside the checkout). Our own measurements
-(``profiles/measurements.csv``, written by ``scripts/profile_gpu.py``) and
+(``profiles/measurements.csv``, written by ``schedtune profile``) and
 observed runs are added when present.
 
 Each loader returns a DataFrame with one row per (model, task, batch, gpu):

@@ -8,7 +8,7 @@ class EstimatorError(ValueError):
 
 
 class UnknownModel(EstimatorError):
-    """The model name has no cached features (run scripts/features.py MODEL)."""
+    """The model name has no cached features (run schedtune features MODEL)."""
 
 
 class UnknownGPU(EstimatorError):

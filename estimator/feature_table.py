@@ -1,7 +1,7 @@
 """Cached model features (profiles/features/*.csv): read, upsert, and look up per job.
 
 No torch here: this is what the request path uses. Two tables, written by
-``scripts/features.py``:
+``schedtune features``:
 
 * ``models.csv``: one row per model, torchinfo figures at batch 1 (MiB).
 * ``sim_peaks.csv``: one row per (model, task, batch), simulated peak by category.
@@ -97,7 +97,7 @@ class FeatureTable:
             known = ", ".join(self.models) or "none"
             raise UnknownModel(
                 f"no cached {task} features for model {model!r}; known models: {known}. "
-                f"Add one with: python scripts/features.py {model}"
+                f"Add one with: schedtune features {model}"
             )
         summary = self._summaries[model]
         per = {c: float(summary[c]) for c in SUMMARY_COLUMNS}  # type: ignore[arg-type]

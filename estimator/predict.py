@@ -11,7 +11,7 @@ largest per-GPU constant learned (the safe side) and the larger held-out pad
 (leave one GPU out), and reported with ``seen_in_training=False``. A product
 that is not in the catalogue at all gets `estimate_unknown`: the largest padded
 memory and the longest time over every catalogue type. Profiling one job on a
-new GPU (scripts/profile_gpu.py) and retraining makes it a seen type.
+new GPU (schedtune profile) and retraining makes it a seen type.
 """
 
 from __future__ import annotations

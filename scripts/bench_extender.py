@@ -1,7 +1,7 @@
 """Extender latency against a no-op extender, measured in the same run on the same machine.
 
-    python scripts/bench_extender.py --nodes 100 --mode full --json
-    python scripts/bench_extender.py --nodes 1000 --mode names --pods 200
+    schedtune bench --nodes 100 --mode full --json
+    schedtune bench --nodes 1000 --mode names --pods 200
 
 Starts both under gunicorn (same worker count) on 127.0.0.1, then replays
 filter + prioritize for a stream of annotated pods against each, one pod at a

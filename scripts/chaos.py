@@ -1,7 +1,7 @@
 """Load, race and fault scenarios against real processes on 127.0.0.1, with figures.
 
-    python scripts/chaos.py --json                       # 10,000 fuzz cases, 10,000 binds
-    python scripts/chaos.py --fuzz 500 --binds 500       # a short run
+    schedtune chaos --json                       # 10,000 fuzz cases, 10,000 binds
+    schedtune chaos --fuzz 500 --binds 500       # a short run
 
 Starts one redis-server (AOF) and two extender services (gunicorn, two workers each) on
 the same Redis. Then, in this order:

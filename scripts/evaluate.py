@@ -1,7 +1,7 @@
 """Held-out accuracy of every estimator design, side by side in one run.
 
-    python scripts/evaluate.py --protocol lomo
-    python scripts/evaluate.py --protocol logo-calibrated --target train-mem --json
+    schedtune evaluate --protocol lomo
+    schedtune evaluate --protocol logo-calibrated --target train-mem --json
 
 Protocols: random (80/20 x 10 seeds), lomo (leave one model out), logo (leave
 one GPU type out), logo-calibrated (logo plus one profiled job on the held-out

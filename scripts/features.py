@@ -1,7 +1,7 @@
 """Compute and cache features for registered models (explicit, offline step).
 
-    python scripts/features.py resnet50 vit_b_16
-    python scripts/features.py --all --tasks train --batches 8 16 32 64
+    schedtune features resnet50 vit_b_16
+    schedtune features --all --tasks train --batches 8 16 32 64
 
 Writes profiles/features/models.csv and sim_peaks.csv (upserted, so runs can be
 split and repeated). Imports torch; never run on the request path.

@@ -1,6 +1,6 @@
 """Fit the collocation slowdown from Gavel's measured pair throughputs and commit it.
 
-    python scripts/fit_interference.py [--data DIR]    # writes profiles/interference.json
+    schedtune fit-interference [--data DIR]    # writes profiles/interference.json
 
 Model: with k jobs on a GPU each runs at speed 1 / (1 + alpha (k - 1)). For every
 measured pair, a job's shared/alone throughput ratio r gives alpha = 1/r - 1; the

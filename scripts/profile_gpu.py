@@ -1,8 +1,8 @@
 """Profile jobs on a real NVIDIA GPU and record measured rows (the paper's method, IV-B).
 
-    python scripts/profile_gpu.py resnet50 --task train --batch 8 16 32 64
-    python scripts/profile_gpu.py bert_base --task inference --batch 1 --requests 1000
-    python scripts/profile_gpu.py --all-paper-models --task train --batch 8 16 32 64
+    schedtune profile resnet50 --task train --batch 8 16 32 64
+    schedtune profile bert_base --task inference --batch 1 --requests 1000
+    schedtune profile --all-paper-models --task train --batch 8 16 32 64
 
 While each job runs, `nvidia-smi` samples the GPU's used memory every 250 ms; the peak
 above the memory used before the job started (CUDA context included) is the job's

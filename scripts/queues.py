@@ -1,11 +1,11 @@
 """Inspect the shared queues: per node and GPU, the jobs, free memory, job count against
 the collocation limit, and the queue delay (Eq. 1) a new job would see.
 
-    python scripts/queues.py                    # every node, as a table
-    python scripts/queues.py --node gpu-node-0 --json
-    python scripts/queues.py --waiting          # pods that fit nowhere, oldest first
+    schedtune queues                    # every node, as a table
+    schedtune queues --node gpu-node-0 --json
+    schedtune queues --waiting          # pods that fit nowhere, oldest first
 
-Reads REDIS_URL (or --redis), else the embedded server of `python -m extender` in
+Reads REDIS_URL (or --redis), else the embedded server of `schedtune serve` in
 EXTENDER_STATE_DIR (./var). Collocation limits come from the same EXTENDER_* variables
 as the extender.
 """

@@ -1,12 +1,12 @@
 """Replay a workload on a simulated GPU cluster, every decision of our policy made by the
 extender over HTTP, with baselines in the same run, world and arrivals.
 
-    python scripts/replay.py                               # paper workload (or generated)
-    python scripts/replay.py --workload paper --json
-    python scripts/replay.py --workload generated --jobs 2000 --rate 20 --seed 7 \\
+    schedtune replay                               # paper workload (or generated)
+    schedtune replay --workload paper --json
+    schedtune replay --workload generated --jobs 2000 --rate 20 --seed 7 \\
         --cluster "T4:8x4,A10:4x4,L4:4x4,A100-80GB:2x8" --plots out/
-    python scripts/replay.py --cluster-file my-cluster.yaml --jobs-file my-jobs.csv
-    python scripts/replay.py --workload paper --shuffle 5    # same arrival times, jobs reordered
+    schedtune replay --cluster-file my-cluster.yaml --jobs-file my-jobs.csv
+    schedtune replay --workload paper --shuffle 5    # same arrival times, jobs reordered
 
 Starts an embedded Redis (or uses REDIS_URL) and the extender app on 127.0.0.1 with its
 clock on simulated time. Policies: default, schedtune-paper, gavel-like, ours. The

@@ -1,8 +1,8 @@
 """Rebuild the trained artefacts in profiles/models from the data directory.
 
-    python scripts/train.py                   # all four targets, ours + paper-rfr
-    python scripts/train.py --target train-mem --no-stats
-    python scripts/train.py --with-observations   # refit time predictors with observed runs
+    schedtune train                   # all four targets, ours + paper-rfr
+    schedtune train --target train-mem --no-stats
+    schedtune train --with-observations   # refit time predictors with observed runs
 
 With --with-observations, the finished runs the monitor recorded (Redis stream
 st:observations; REDIS_URL, --redis, else the embedded server) join the training rows

@@ -1,6 +1,6 @@
 """Lifecycle monitor: keeps the Redis queues true to the pods the API server reports.
 
-`python -m extender.cluster.monitor` (its own process: a second container beside the
+`schedtune monitor` (its own process: a second container beside the
 extender) lists and watches pods through the Kubernetes API, and for pods
 annotated with ``schedtune.io/model``:
 

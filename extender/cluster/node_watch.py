@@ -3,7 +3,7 @@
 Needed for kube-scheduler's ``nodeCacheCapable: true`` mode and Volcano, where
 requests name nodes without their labels. Started by gunicorn's master as one
 process per replica (`start_in_background`), or run alone:
-``python -m extender.cluster.node_watch``.
+``schedtune node-watch``.
 """
 
 from __future__ import annotations

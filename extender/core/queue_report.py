@@ -1,5 +1,5 @@
 """What an operator asks of the queues: per node and GPU, who is there, what is free,
-and how long a new job would wait. Pure; `scripts/queues.py` prints it."""
+and how long a new job would wait. Pure; `schedtune queues` prints it."""
 
 from __future__ import annotations
 

@@ -17,17 +17,16 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from extender.model import GpuState
 
 TIED_SCORE = 0.9  # as soon as the best node but a looser fit: below it on every wire's scale
 
 
-@dataclass(frozen=True)
-class Placement:
+class Placement(NamedTuple):
     """A node's best offer for the job: the price on the GPU bind would reserve, and the
-    memory that GPU would have left."""
+    memory that GPU would have left. (A tuple: one is built per busy node per request.)"""
 
     cost_s: float
     left_mib: float

@@ -38,7 +38,7 @@ def test_rejects_unknown_task_and_model() -> None:
     table = FeatureTable.load()
     with pytest.raises(InvalidJob, match="train, inference"):
         table.job_features("resnet18", "finetune", 8)
-    with pytest.raises(UnknownModel, match="scripts/features.py"):
+    with pytest.raises(UnknownModel, match="schedtune features"):
         table.job_features("not-a-model", "train", 8)
 
 

@@ -70,7 +70,7 @@ def test_bad_jobs_are_refused_with_a_reason(estimator, job) -> None:
 
 
 def test_unknown_model_says_how_to_add_it(estimator) -> None:
-    with pytest.raises(UnknownModel, match="scripts/features.py"):
+    with pytest.raises(UnknownModel, match="schedtune features"):
         estimator.estimate(Job("gpt5", "train", 8))
 
 
