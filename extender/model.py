@@ -21,6 +21,7 @@ REQUESTS = ANNOTATION_PREFIX + "requests"
 GPU = ANNOTATION_PREFIX + "gpu"
 RESERVED_MIB = ANNOTATION_PREFIX + "reserved-mib"
 PREDICTED_S = ANNOTATION_PREFIX + "predicted-seconds"
+SIGNATURE = ANNOTATION_PREFIX + "reservation-signature"  # HMAC of the three above, uid, node
 
 # GPU Feature Discovery labels and extended resources.
 LABEL_PRODUCT = "nvidia.com/gpu.product"

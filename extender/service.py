@@ -84,7 +84,7 @@ class Scheduler:
                                         now, frozenset(filtered.held.get(node, ())))
         reservation = self.store.reserve(plan.record, plan.candidates, now,
                                          self.settings.reservation_ttl_s)
-        annotations = binding.pod_annotations(reservation, plan.need)
+        annotations = binding.pod_annotations(reservation, plan.need, self.settings.signing_key)
         try:
             binder.bind(pod.namespace, pod.name, pod.uid, node, annotations)
         except Exception:

@@ -40,6 +40,16 @@ Environment variables (the manifests in k8s/ use exactly these names):
     EXTENDER_BIND_ADDRESS          gunicorn bind address (default 0.0.0.0:8888)
     EXTENDER_WORKERS               gunicorn workers (default 2)
     EXTENDER_TLS_CERT_FILE, EXTENDER_TLS_KEY_FILE   serve HTTPS when both are set
+    EXTENDER_TLS_CLIENT_CA_FILE    with HTTPS: require a client certificate signed by this CA
+                                   (mutual TLS: kube-scheduler's tlsConfig presents one)
+    EXTENDER_AUTH_TOKEN_FILE       a file holding a bearer token every verb then requires
+                                   (`Authorization: Bearer <token>`); unset: no token
+    EXTENDER_SIGNING_KEY_FILE      a file holding the key (>= 16 bytes) that signs the
+                                   reservation written on a pod at bind; the monitor adopts
+                                   only reservations it can verify (unset: it recomputes them)
+    EXTENDER_SCHEDULER_NAME        our scheduler's name: the monitor adopts only pods placed
+                                   by it (default schedtune-scheduler)
+    EXTENDER_THREADS               threads per gunicorn worker (default 4)
     EXTENDER_RECONCILE_S           monitor: full pod listing + reconcile period (default 300)
     EXTENDER_MONITOR_PORT          monitor: Prometheus metrics / liveness port (default 9100)
     PROMETHEUS_MULTIPROC_DIR       set by gunicorn.conf.py for multi-process metrics
@@ -90,6 +100,11 @@ class Settings:
     workers: int = 2
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
+    tls_client_ca_file: str | None = None
+    auth_token: str | None = field(default=None, repr=False)
+    signing_key: bytes | None = field(default=None, repr=False)
+    scheduler_name: str = "schedtune-scheduler"
+    threads: int = 4
     reconcile_s: float = 300.0
     monitor_port: int = 9100
 
@@ -136,11 +151,19 @@ class Settings:
             workers=_number(env, "EXTENDER_WORKERS", 2, int, 1, 64),
             tls_cert_file=get("EXTENDER_TLS_CERT_FILE") or None,
             tls_key_file=get("EXTENDER_TLS_KEY_FILE") or None,
+            tls_client_ca_file=get("EXTENDER_TLS_CLIENT_CA_FILE") or None,
+            auth_token=_secret(env, "EXTENDER_AUTH_TOKEN_FILE", 16).decode() or None,
+            signing_key=_secret(env, "EXTENDER_SIGNING_KEY_FILE", 16) or None,
+            scheduler_name=get("EXTENDER_SCHEDULER_NAME", "schedtune-scheduler"),
+            threads=_number(env, "EXTENDER_THREADS", 4, int, 1, 256),
             reconcile_s=_number(env, "EXTENDER_RECONCILE_S", 300.0, float, 5, 86400),
             monitor_port=_number(env, "EXTENDER_MONITOR_PORT", 9100, int, 1, 65535),
         )  # fmt: skip
         if bool(settings.tls_cert_file) != bool(settings.tls_key_file):
             raise SettingsError("EXTENDER_TLS_CERT_FILE and EXTENDER_TLS_KEY_FILE go together")
+        if settings.tls_client_ca_file and not settings.tls_cert_file:
+            raise SettingsError("EXTENDER_TLS_CLIENT_CA_FILE needs EXTENDER_TLS_CERT_FILE and "
+                                "EXTENDER_TLS_KEY_FILE (client certificates need HTTPS)")
         return settings
 
 
@@ -161,6 +184,20 @@ def _number(env: Mapping[str, str], key: str, default, kind, low, high):  # type
         raise SettingsError(f"{key}={raw!r}: expected a number in {low}..{high}") from None
     if not low <= value <= high:
         raise SettingsError(f"{key}={raw!r}: expected a number in {low}..{high}")
+    return value
+
+
+def _secret(env: Mapping[str, str], key: str, min_bytes: int) -> bytes:
+    """The contents of the file `key` names, surrounding whitespace stripped (b"": unset)."""
+    path = env.get(key)
+    if not path:
+        return b""
+    try:
+        value = Path(path).read_bytes().strip()
+    except OSError as exc:
+        raise SettingsError(f"{key}={path!r}: cannot read it ({exc.strerror})") from None
+    if len(value) < min_bytes:
+        raise SettingsError(f"{key}={path!r}: expected at least {min_bytes} bytes of secret")
     return value
 
 

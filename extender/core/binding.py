@@ -12,10 +12,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from extender.core.room import usable_gpus
+from extender.core.signing import reservation_signature
 from extender.errors import Conflict
 from extender.model import (
-    GPU, PREDICTED_S, RESERVED_MIB, JobRecord, Limits, Need, NodeState, PodDemand, PodInfo,
-    Reservation, type_of,
+    GPU,
+    PREDICTED_S,
+    RESERVED_MIB,
+    SIGNATURE,
+    JobRecord,
+    Limits,
+    Need,
+    NodeState,
+    PodDemand,
+    PodInfo,
+    Reservation,
+    type_of,
 )  # fmt: skip
 from extender.policies.base import ScoringPolicy
 from extender.settings import Settings
@@ -64,7 +75,14 @@ def reservation_candidates(node: NodeState, need: Need, limits: Limits, policy: 
             if g.index not in avoid]
 
 
-def pod_annotations(reservation: Reservation, need: Need) -> dict[str, str]:
-    """The reservation written on the pod at bind time (the monitor rebuilds Redis from it)."""
-    return {GPU: str(reservation.gpu_index), RESERVED_MIB: f"{need.padded_mib:.0f}",
-            PREDICTED_S: f"{need.predicted_s:.1f}"}
+def pod_annotations(reservation: Reservation, need: Need,
+                    signing_key: bytes | None = None) -> dict[str, str]:
+    """The reservation written on the pod at bind time (the monitor rebuilds Redis from it),
+    signed when a key is configured (`extender.core.signing`)."""
+    annotations = {GPU: str(reservation.gpu_index), RESERVED_MIB: f"{need.padded_mib:.0f}",
+                   PREDICTED_S: f"{need.predicted_s:.1f}"}
+    if signing_key:
+        annotations[SIGNATURE] = reservation_signature(
+            signing_key, reservation.uid, reservation.node, annotations[GPU],
+            annotations[RESERVED_MIB], annotations[PREDICTED_S])
+    return annotations

@@ -7,6 +7,7 @@ REDIS_URL is unset, the embedded redis-server (AOF under EXTENDER_STATE_DIR).
 
 import gc
 import os
+import ssl
 import tempfile
 
 from extender.settings import Settings
@@ -22,6 +23,8 @@ graceful_timeout = 10
 accesslog = None
 if _settings.tls_cert_file:
     certfile, keyfile = _settings.tls_cert_file, _settings.tls_key_file
+if _settings.tls_client_ca_file:  # mutual TLS: no client certificate, no connection
+    cert_reqs, ca_certs = ssl.CERT_REQUIRED, _settings.tls_client_ca_file
 
 
 def on_starting(server):  # noqa: ANN001, ARG001
