@@ -1,4 +1,10 @@
-"""Request and response plumbing shared by the route modules: bounded JSON in, orjson out."""
+"""Request and response plumbing shared by the route modules: bounded JSON in, orjson out.
+
+A body is refused before it is parsed when it is larger than `MAX_CONTENT_LENGTH`
+(413) or nests deeper than `MAX_JSON_DEPTH` (400): Kubernetes objects nest about
+12 levels, and nothing deeper may reach the decoders, `repr` (Python's recursion
+limit) or the echo of full node objects (orjson's encoder stops at 254 levels).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
+import numpy as np
 import orjson
 from flask import Response, current_app, request
 from werkzeug.exceptions import RequestEntityTooLarge
@@ -16,15 +23,42 @@ from extender.metrics import REQUEST_SECONDS
 from extender.service import Scheduler
 from extender.wire.objects import NodeLayouts
 
+MAX_JSON_DEPTH = 64  # arrays and objects inside each other; real requests reach 12
+_STRUCTURE = b'"[]{}'
+_OTHER_BYTES = bytes(range(256)).translate(None, _STRUCTURE)
+_QUOTE = ord('"')
+_STEP = np.zeros(256, np.int8)  # +1 opens a container, -1 closes one
+_STEP[list(b"[{")] = 1
+_STEP[list(b"]}")] = -1
+
+
+def json_depth(raw: bytes) -> int:
+    """How deep arrays and objects nest in the JSON text `raw` (0: a scalar), brackets inside
+    strings not counted. Linear and in C (bytes methods, numpy): about 2 ms per MB.
+
+    Invalid JSON gives some number; the parser refuses it afterwards."""
+    if b'\\"' in raw:  # escaped quotes: drop escaped backslashes, then the escaped quotes
+        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    structure = np.frombuffer(raw.translate(None, _OTHER_BYTES), np.uint8)
+    if not structure.size:
+        return 0
+    steps = _STEP[structure]
+    steps[(np.cumsum(structure == _QUOTE, dtype=np.int64) & 1).astype(bool)] = 0  # in strings
+    return int(np.cumsum(steps, dtype=np.int64).max())
+
 
 def read_json() -> Any:
-    """The request body as JSON; `BadRequest` / `BodyTooLarge` otherwise."""
+    """The request body as JSON; `BodyTooLarge` past `MAX_CONTENT_LENGTH`, `BadRequest` for
+    an empty body, nesting deeper than `MAX_JSON_DEPTH` or invalid JSON."""
     try:
         raw = request.get_data(cache=False)
     except RequestEntityTooLarge as exc:
         raise BodyTooLarge(f"body larger than {current_app.config['MAX_CONTENT_LENGTH']} bytes") from exc
     if not raw:
         raise BadRequest("empty body: expected a JSON object")
+    depth = json_depth(raw)
+    if depth > MAX_JSON_DEPTH:
+        raise BadRequest(f"body nests {depth} levels deep: at most {MAX_JSON_DEPTH} accepted")
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:

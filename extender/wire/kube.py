@@ -20,7 +20,9 @@ from typing import Any
 
 from extender.errors import BadRequest
 from extender.model import NodeGpus, PodInfo, Verdict
-from extender.wire.objects import NodeLayouts, decode_node, decode_pod, require_name, require_object
+from extender.wire.objects import (
+    DNS_LABEL, POD_UID, NodeLayouts, decode_node, decode_pod, require_name, require_object,
+)  # fmt: skip
 
 MAX_EXTENDER_PRIORITY = 10
 
@@ -63,8 +65,9 @@ def decode_binding(body: Any) -> BindingArgs:
     body = require_object(body, "body")
     return BindingArgs(
         pod_name=require_name(body.get("PodName"), "PodName"),
-        pod_namespace=require_name(body.get("PodNamespace"), "PodNamespace", required=False) or "default",
-        pod_uid=require_name(body.get("PodUID"), "PodUID"),
+        pod_namespace=require_name(body.get("PodNamespace"), "PodNamespace", DNS_LABEL,
+                                   required=False) or "default",
+        pod_uid=require_name(body.get("PodUID"), "PodUID", POD_UID),
         node=require_name(body.get("Node"), "Node"),
     )
 

@@ -7,6 +7,9 @@ the replicas under time-slicing) or Volcano's ``volcano.sh/gpu-number`` and
 ``volcano.sh/gpu-memory`` (MiB in total), then the catalogue's memory for the
 product. Labels that are missing or not believable give a layout with
 `problem` set, which the filter turns into a readable, unresolvable verdict.
+
+Bounds come before conversions: a label value is at most `MAX_LABEL_CHARS` (Kubernetes'
+limit), a number at most `MAX_DIGITS` digits; values are shown cut short in problems.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ from extender.model import (
 MAX_GPUS_PER_NODE = 64
 MAX_GPU_MEMORY_MIB = 1 << 20  # 1 TiB: anything above is a lying label
 MAX_REPLICAS = 1024
+MAX_LABEL_CHARS = 63
+MAX_DIGITS = 12  # a plain integer label or quantity; more is no believable figure
+SHOWN_CHARS = 64
 
 
 def _int(value: Any) -> int | None:
@@ -32,9 +38,20 @@ def _int(value: Any) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
+    if isinstance(value, str) and len(value) <= MAX_LABEL_CHARS:
+        text = value.strip()
+        if 0 < len(text) <= MAX_DIGITS and text.isascii() and text.isdigit():
+            return int(text)
     return None
+
+
+def shown(value: Any) -> str:
+    """A value as a message shows it: a string cut to `SHOWN_CHARS`, else its JSON type."""
+    if isinstance(value, str):
+        return repr(value[:SHOWN_CHARS]) + ("..." if len(value) > SHOWN_CHARS else "")
+    if value is None or isinstance(value, bool | int | float):
+        return "null" if value is None else repr(value)
+    return f"a JSON {type(value).__name__}"
 
 
 def gpus_from_node(labels: Mapping[str, Any], allocatable: Mapping[str, Any]) -> NodeGpus:
@@ -60,10 +77,13 @@ def _layout(product: Any, replicas_label: Any, count_label: Any, memory_label: A
     if not isinstance(product, str) or not product.strip():
         return NodeGpus("", None, 0, 0, problem=f"node has no {LABEL_PRODUCT} label "
                         "(NVIDIA GPU Feature Discovery not running, or no NVIDIA GPU)")
+    if len(product) > MAX_LABEL_CHARS:
+        return _bad(product[:MAX_LABEL_CHARS], f"{LABEL_PRODUCT} is longer than "
+                    f"{MAX_LABEL_CHARS} characters")
     gpu = gpu_for_product(product)
     replicas = _int(replicas_label)
     if replicas is None or not 1 <= replicas <= MAX_REPLICAS:
-        return _bad(product, f"{LABEL_REPLICAS}={replicas_label!r} is not 1..{MAX_REPLICAS}")
+        return _bad(product, f"{LABEL_REPLICAS}={shown(replicas_label)} is not 1..{MAX_REPLICAS}")
     count = _int(count_label)
     if count is None:
         slots = _int(slots_label)
@@ -77,7 +97,7 @@ def _layout(product: Any, replicas_label: Any, count_label: Any, memory_label: A
     if memory is None and gpu is not None:
         memory = gpu.memory_mib
     if memory is None or not 1 <= memory <= MAX_GPU_MEMORY_MIB:
-        return _bad(product, f"{LABEL_MEMORY}={memory_label!r} is not a MiB figure")
+        return _bad(product, f"{LABEL_MEMORY}={shown(memory_label)} is not a MiB figure")
     share_slots = 0 if volcano_memory is not None else replicas
     return NodeGpus(product, gpu.name if gpu else None, count, memory, share_slots)
 

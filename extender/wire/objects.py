@@ -1,21 +1,47 @@
 """Kubernetes objects inside request bodies (v1.Pod, v1.Node) -> domain types. Pure.
 
-Shared by both wire formats. `NodeLayouts` remembers node layouts by
-(name, uid, resourceVersion); each app owns one, bounded, so nothing grows in a
-module global.
+Shared by both wire formats. Names are checked by Kubernetes' rules before they
+go further (they become Redis keys): node and pod names are DNS-1123 subdomains
+(<= 253 chars), namespaces DNS-1123 labels (<= 63), pod UIDs at most 128 chars of
+``A-Za-z0-9._-``; anything else is a `BadRequest`. `NodeLayouts` remembers node
+layouts by (name, uid, resourceVersion); each app owns one, bounded and locked
+(threaded workers share it), so nothing grows in a module global.
 """
 
 from __future__ import annotations
 
+import re
+import threading
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 from extender.errors import BadRequest
 from extender.model import NodeGpus, PodInfo
-from extender.wire.node_labels import gpus_from_node
+from extender.wire.node_labels import gpus_from_node, shown
 
 MAX_NAME_CHARS = 253
+MAX_VERSION_CHARS = 253  # a node's uid and resourceVersion, as remembered by NodeLayouts
 NodeVersion = tuple[Any, Any, Any]
+_LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"  # its length is the rule's max_chars
+
+
+@dataclass(frozen=True)
+class NameRule:
+    """A naming rule: at most `max_chars` characters matching `pattern` in full."""
+
+    pattern: re.Pattern[str]
+    max_chars: int
+    description: str
+
+
+DNS_SUBDOMAIN = NameRule(re.compile(rf"{_LABEL}(?:\.{_LABEL})*"), MAX_NAME_CHARS,
+                         "a DNS-1123 subdomain (lower-case letters, digits, '-' and '.', "
+                         "starting and ending alphanumeric)")
+DNS_LABEL = NameRule(re.compile(_LABEL), 63, "a DNS-1123 label (lower-case letters, digits "
+                     "and '-', starting and ending alphanumeric)")
+POD_UID = NameRule(re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*"), 128,
+                   "a UID (letters, digits, '.', '_' and '-')")
 
 
 class NodeLayouts:
@@ -28,24 +54,28 @@ class NodeLayouts:
     def __init__(self, max_entries: int = 1 << 16) -> None:
         self.max_entries = max_entries
         self._layouts: OrderedDict[NodeVersion, NodeGpus] = OrderedDict()
+        self._lock = threading.Lock()  # move_to_end and popitem race between threads
 
     def __len__(self) -> int:
         return len(self._layouts)
 
     def get(self, version: NodeVersion) -> NodeGpus | None:
         try:
-            layout = self._layouts.get(version)
+            hash(version)
         except TypeError:  # an unhashable (so invalid) value: the full decode reports it
             return None
-        if layout is not None:
-            self._layouts.move_to_end(version)
+        with self._lock:
+            layout = self._layouts.get(version)
+            if layout is not None:
+                self._layouts.move_to_end(version)
         return layout
 
     def put(self, version: NodeVersion, layout: NodeGpus) -> None:
-        self._layouts[version] = layout
-        self._layouts.move_to_end(version)
-        while len(self._layouts) > self.max_entries:
-            self._layouts.popitem(last=False)
+        with self._lock:
+            self._layouts[version] = layout
+            self._layouts.move_to_end(version)
+            while len(self._layouts) > self.max_entries:
+                self._layouts.popitem(last=False)
 
 
 def require_object(value: Any, what: str) -> dict[str, Any]:
@@ -54,11 +84,16 @@ def require_object(value: Any, what: str) -> dict[str, Any]:
     return value
 
 
-def require_name(value: Any, what: str, required: bool = True) -> str:
-    if value is None and not required:
+def require_name(value: Any, what: str, rule: NameRule = DNS_SUBDOMAIN,
+                 required: bool = True) -> str:
+    """`value` if it is a string following `rule`; "" for an absent (None or "") value that is
+    not `required`. Raises `BadRequest` naming `what` and the rule."""
+    if not required and value in (None, ""):
         return ""
-    if not isinstance(value, str) or not value or len(value) > MAX_NAME_CHARS:
-        raise BadRequest(f"{what} must be a non-empty string of at most {MAX_NAME_CHARS} chars")
+    if not (isinstance(value, str) and 0 < len(value) <= rule.max_chars
+            and rule.pattern.fullmatch(value)):
+        raise BadRequest(f"{what} must be {rule.description}, 1..{rule.max_chars} chars; got "
+                         f"{shown(value)}")
     return value
 
 
@@ -68,10 +103,10 @@ def decode_pod(pod: Any) -> PodInfo:
     if not isinstance(annotations, dict):
         raise BadRequest("Pod.metadata.annotations must be an object")
     return PodInfo(
-        uid=require_name(meta.get("uid"), "Pod.metadata.uid"),
+        uid=require_name(meta.get("uid"), "Pod.metadata.uid", POD_UID),
         name=require_name(meta.get("name"), "Pod.metadata.name"),
-        namespace=require_name(meta.get("namespace"), "Pod.metadata.namespace", required=False)
-        or "default",
+        namespace=require_name(meta.get("namespace"), "Pod.metadata.namespace", DNS_LABEL,
+                               required=False) or "default",
         annotations=annotations,
     )
 
@@ -102,4 +137,5 @@ def decode_node(node: Any, where: str, layouts: NodeLayouts | None = None) -> tu
 def _is_version(version: NodeVersion) -> bool:
     _, uid, resource_version = version
     return (isinstance(uid, str) and isinstance(resource_version, str)
-            and 0 < len(uid) <= MAX_NAME_CHARS and 0 < len(resource_version) <= MAX_NAME_CHARS)
+            and 0 < len(uid) <= MAX_VERSION_CHARS
+            and 0 < len(resource_version) <= MAX_VERSION_CHARS)

@@ -19,7 +19,9 @@ from typing import Any
 
 from extender.errors import BadRequest
 from extender.model import NodeGpus, PodInfo, Verdict
-from extender.wire.objects import NodeLayouts, decode_node, decode_pod, require_name, require_object
+from extender.wire.objects import (
+    DNS_LABEL, POD_UID, NodeLayouts, decode_node, decode_pod, require_name, require_object,
+)  # fmt: skip
 
 CODE_SUCCESS = 0
 CODE_ERROR = 1
@@ -40,10 +42,11 @@ def decode_task(task: Any) -> TaskArgs:
     if pod_obj is not None:
         pod = decode_pod(pod_obj)
     else:
-        pod = PodInfo(uid=require_name(task.get("UID"), "task.UID"), name=require_name(task.get("Name"), "task.Name"),
-                      namespace=require_name(task.get("Namespace"), "task.Namespace", required=False)
-                      or "default")  # fmt: skip
-    return TaskArgs(pod, str(task.get("NodeName") or ""))
+        pod = PodInfo(uid=require_name(task.get("UID"), "task.UID", POD_UID),
+                      name=require_name(task.get("Name"), "task.Name"),
+                      namespace=require_name(task.get("Namespace"), "task.Namespace", DNS_LABEL,
+                                             required=False) or "default")  # fmt: skip
+    return TaskArgs(pod, require_name(task.get("NodeName"), "task.NodeName", required=False))
 
 
 def _node_info(info: Any, where: str, layouts: NodeLayouts | None) -> tuple[str, NodeGpus]:
