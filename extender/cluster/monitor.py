@@ -4,118 +4,105 @@
 extender) lists and watches pods through the Kubernetes API, and for pods
 annotated with ``schedtune.io/model``:
 
-* bound to a node with no reservation (Redis lost, bound by someone else,
-  reservation expired before bind confirmed): adopts one, from the
-  reservation written on the pod at bind time (``schedtune.io/gpu``,
-  ``reserved-mib``, ``predicted-seconds``), else from a fresh estimate on the
-  node's roomiest GPU;
+* bound with no reservation (Redis lost, reservation expired before bind
+  confirmed), placed by our scheduler (``spec.schedulerName``): adopts one. The
+  reservation bind wrote on the pod is taken only when its signature verifies
+  and it fits the node (`extender.core.adoption`), else estimated again; a pod
+  that does not fit its GPU is recorded anyway (it is there), posted as a
+  Warning event and counted;
+* reserved but unconfirmed (Volcano's allocate) and seen bound there: confirms it;
 * running: records the start time, so remaining time is real;
-* succeeded, failed, evicted or deleted: releases the reservation at once and
-  appends an observation (model, task, batch, units, GPU type, seconds, OOM,
-  outcome) for retraining;
-* OOMKilled containers: counted once each, in Redis (`st:ooms`) and in
-  ``schedtune_oom_kills_total``.
+* succeeded, failed, evicted, being deleted (``deletionTimestamp``) or deleted:
+  releases the reservation at once, updates each waiting pod that now fits on
+  the freed GPU (``schedtune.io/requeued-at``: kube-scheduler retries it now),
+  and appends an observation (model, task, batch, units, GPU type, seconds,
+  OOM, outcome) for retraining;
+* OOMKilled containers: counted once each (`st:ooms`, ``schedtune_oom_kills_total``).
 
 Every full listing (at start, after a 410, every ``EXTENDER_RECONCILE_S``)
-also releases reservations whose pods no longer exist.
+also releases reservations whose pods no longer exist. A pod that cannot be
+applied is logged and skipped; only an unreachable Redis stops a listing.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from estimator.errors import EstimatorError
 from estimator.predict import Estimator, Job
 from extender import logs
+from extender.cluster.pods import FINISHED_PHASES, PodFacts, outcome_of, pod_facts, pod_uid
+from extender.core.adoption import likeliest_gpu, trusted_reservation, waiters_that_fit
 from extender.core.annotations import AnnotationError, parse_demand
+from extender.errors import StoreUnavailable
 from extender.metrics import ADOPTIONS, OOM_KILLS, RELEASES
 from extender.model import (
-    GPU, MODEL, PREDICTED_S, RESERVED_MIB, JobRecord, NodeState, PodInfo, type_of,
+    ANNOTATION_PREFIX, GPU, PREDICTED_S, RESERVED_MIB, SIGNATURE, JobRecord, NodeState, PodInfo,
+    type_of,
 )  # fmt: skip
 from extender.settings import Settings
 from extender.state.store import RedisStore
 
 log = logging.getLogger(__name__)
-FINISHED_PHASES = ("Succeeded", "Failed")
-
-
-@dataclass(frozen=True)
-class PodFacts:
-    """What the monitor needs from a pod (the API's JSON), read once."""
-
-    uid: str
-    name: str
-    namespace: str
-    annotations: Mapping[str, Any]
-    node: str
-    phase: str
-    reason: str
-    created_at: float
-    running_since: float  # 0 until a container runs
-    finished_at: float  # 0 until every container terminated
-    oom_events: tuple[str, ...]  # one id per OOM-killed container instance
-
-
-def _instant(text: Any) -> float:
-    if not isinstance(text, str) or not text:
-        return 0.0
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0
-
-
-def pod_facts(pod: Mapping[str, Any]) -> PodFacts | None:
-    """None for pods that are not ours (no ``schedtune.io/model``) or not readable."""
-    meta = pod.get("metadata") or {}
-    annotations = meta.get("annotations") or {}
-    if not isinstance(annotations, Mapping) or MODEL not in annotations or not meta.get("uid"):
-        return None
-    status = pod.get("status") or {}
-    statuses = status.get("containerStatuses") or []
-    started, finished, ooms = [], [], []
-    for container in statuses:
-        state = container.get("state") or {}
-        if "running" in state:
-            started.append(_instant(state["running"].get("startedAt")))
-        terminated = state.get("terminated")
-        if terminated:
-            started.append(_instant(terminated.get("startedAt")))
-            finished.append(_instant(terminated.get("finishedAt")))
-        for term in (terminated, (container.get("lastState") or {}).get("terminated")):
-            if term and term.get("reason") == "OOMKilled":
-                instance = term.get("containerID") or f"{term.get('finishedAt')}"
-                ooms.append(f"{meta['uid']}/{container.get('name')}/{instance}")
-    all_done = bool(statuses) and len(finished) == len(statuses)
-    return PodFacts(
-        uid=meta["uid"], name=meta.get("name", ""), namespace=meta.get("namespace", "default"),
-        annotations=annotations, node=(pod.get("spec") or {}).get("nodeName") or "",
-        phase=status.get("phase", ""), reason=status.get("reason", ""),
-        created_at=_instant(meta.get("creationTimestamp")),
-        running_since=min((t for t in started if t > 0), default=0.0),
-        finished_at=max(finished) if all_done else 0.0, oom_events=tuple(dict.fromkeys(ooms)),
-    )  # fmt: skip
+REQUEUED_AT = ANNOTATION_PREFIX + "requeued-at"  # written on a waiting pod that now fits
+# (namespace, name, uid, now): update the waiting pod so kube-scheduler retries it now.
+Requeue = Callable[[str, str, str, float], None]
 
 
 class Monitor:
+    """`settings`: the scheduler whose pods are adopted, the key that signs reservations,
+    the collocation limits. `warn(facts, reason, message)` posts a Warning event on the
+    pod; `requeue` updates a waiting pod (both best effort, logged when they fail)."""
+
     def __init__(self, store: RedisStore, estimator: Estimator | None = None,
                  clock: Callable[[], float] = time.time, grace_s: float = 60.0,
-                 warn: Callable[[PodFacts, str, str], None] | None = None) -> None:
+                 warn: Callable[[PodFacts, str, str], None] | None = None,
+                 settings: Settings | None = None, requeue: Requeue | None = None) -> None:
         self.store = store
-        self.warn = warn  # posts a Warning event on the pod (kube.pod_event in a cluster)
+        self.warn = warn  # kube.pod_event in a cluster
+        self.requeue = requeue  # a pod patch in a cluster
         self.estimator = estimator
         self.clock = clock
         self.grace_s = grace_s  # reservations younger than this survive a listing without them
+        self.settings = settings or Settings()
 
     def on_event(self, kind: str, pod: Mapping[str, Any]) -> None:
+        """Apply one pod's state. A pod that cannot be applied is logged and counted
+        (`schedtune_reservations_adopted_total{status="error"}`), never raised, so one bad
+        pod never stops the others; only `StoreUnavailable` propagates (re-list later)."""
+        self._isolated(self._apply, kind, pod)
+
+    def reconcile(self, pods: list[dict[str, Any]]) -> None:
+        """A full listing: apply every pod's state, release reservations of vanished pods."""
+        listed_at = self.clock()
+        live = set()
+        for pod in pods:
+            live.add(pod_uid(pod))
+            self.on_event("ADDED", pod)
+        for job in self.store.jobs():
+            if job.uid not in live and job.reserved_at < listed_at - self.grace_s:
+                self._isolated(self._release_vanished, job)
+
+    def _isolated(self, handler: Callable[..., None], *args: Any) -> None:
+        try:
+            handler(*args)
+        except StoreUnavailable:
+            raise
+        except Exception:  # noqa: BLE001  (bad data in one pod or record: skip it, go on)
+            ADOPTIONS.labels("error").inc()
+            subject = args[-1]
+            uid = subject.uid if isinstance(subject, JobRecord) else pod_uid(subject)
+            log.exception("could not apply a pod's state; skipped", extra={"pod_uid": uid})
+
+    def _apply(self, kind: str, pod: Mapping[str, Any]) -> None:
         facts = pod_facts(pod)
         if facts is None:
             return
@@ -127,41 +114,42 @@ class Monitor:
                 OOM_KILLS.inc()
                 log.error("OOM kill", extra={"pod": facts.name, "namespace": facts.namespace,
                                              "pod_uid": facts.uid, "node": facts.node})
-                if self.warn:
-                    self.warn(facts, "SchedTuneOOMKilled", "a container was OOM-killed on "
-                              f"{facts.node}; the reservation was too small: report it")
+                self._warn(facts, "SchedTuneOOMKilled", "a container was OOM-killed on "
+                           f"{facts.node}; the reservation was too small: report it")
         if facts.phase in FINISHED_PHASES:
-            self._finish(facts, _outcome(facts))
+            self._finish(facts, outcome_of(facts))
+            return
+        if facts.deleting:  # now, before the DELETED event at which waiting pods are retried
+            self._finish(facts, "deleted")
             return
         if not facts.node:
             return  # pending: the extender's reservation, if any, expires by itself
         job = self.store.job(facts.uid)
-        if job is None or job.node != facts.node:
+        if job is not None and job.node == facts.node and (
+                job.expires_at <= 0
+                or self.store.confirm_placement(facts.uid, facts.node, self.clock())):
+            pass  # counted where it runs (an allocation bound by Volcano now confirmed)
+        elif facts.scheduler != self.settings.scheduler_name:
+            return  # placed by another scheduler: never adopted
+        else:
             self._adopt(facts)
         if facts.running_since and (job is None or job.state != "running"):
             self.store.mark_running(facts.uid, facts.running_since)
 
-    def reconcile(self, pods: list[dict[str, Any]]) -> None:
-        """A full listing: apply every pod's state, release reservations of vanished pods."""
-        listed_at = self.clock()
-        live = set()
-        for pod in pods:
-            facts = pod_facts(pod)
-            if facts is not None:
-                live.add(facts.uid)
-                self.on_event("ADDED", pod)
-        for job in self.store.jobs():
-            if job.uid not in live and job.reserved_at < listed_at - self.grace_s:
-                if self.store.release(job.uid) is not None:
-                    RELEASES.labels("vanished").inc()
-                    log.info("released reservation of a vanished pod",
-                             extra={"pod_uid": job.uid, "pod": job.pod, "node": job.node})
+    def _release_vanished(self, job: JobRecord) -> None:
+        released = self.store.release(job.uid)
+        if released is not None:
+            RELEASES.labels("vanished").inc()
+            log.info("released reservation of a vanished pod",
+                     extra={"pod_uid": job.uid, "pod": job.pod, "node": job.node})
+            self._requeue_waiters(released)
 
     def _finish(self, facts: PodFacts, outcome: str) -> None:
         released = self.store.release(facts.uid)
         if released is None:
             return
         RELEASES.labels(outcome).inc()
+        self._requeue_waiters(released)
         if released.started_at <= 0:
             return
         ended = facts.finished_at or self.clock()
@@ -173,18 +161,73 @@ class Monitor:
             "oom": int(bool(facts.oom_events)), "outcome": outcome,
         })  # fmt: skip
 
+    def _requeue_waiters(self, released: JobRecord) -> None:
+        """Update each waiting pod that now fits on the GPU `released` freed, oldest first,
+        once: kube-scheduler moves an unschedulable pod back to its queue on an update.
+        Best effort: a failure is logged and never undoes or delays the release."""
+        if self.requeue is None or released.gpu_index < 0:
+            return
+        try:
+            now = self.clock()
+            snap = self.store.snapshot({released.node: None}, now)
+            fitting = waiters_that_fit(snap.nodes[released.node], released.gpu_index,
+                                       snap.waiting, self.settings.collocation)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("could not look for waiting pods to requeue: %s", type(exc).__name__,
+                        extra={"node": released.node, "gpu": released.gpu_index})
+            return
+        for waiter in fitting:
+            namespace, _, name = waiter.pod.partition("/")
+            try:
+                self.requeue(namespace, name, waiter.uid, now)
+            except Exception as exc:  # noqa: BLE001
+                log.warning("could not requeue a waiting pod: %s", type(exc).__name__,
+                            extra={"pod": waiter.pod, "pod_uid": waiter.uid})
+                continue
+            log.info("requeued a waiting pod that now fits", extra={
+                "pod": waiter.pod, "pod_uid": waiter.uid, "node": released.node,
+                "gpu": released.gpu_index, "released": released.uid})
+
     def _adopt(self, facts: PodFacts) -> None:
         base = self._base(facts)
-        node = self.store.snapshot({facts.node: None}, self.clock()).nodes[facts.node]
-        record = None if base is None else (self._recorded(facts, base, node)
-                                            or self._estimated(facts, base, node))
+        now = self.clock()
+        node = self.store.snapshot({facts.node: None}, now).nodes[facts.node]
+        if base is None or node.gpus is None or not node.gpu_states:
+            if base is not None:
+                log.warning("cannot account a bound pod: node layout unknown",
+                            extra={"pod_uid": facts.uid, "node": facts.node})
+            ADOPTIONS.labels("failed").inc()
+            return
+        limit = self.settings.collocation.for_node(node.gpus)
+        record, source = self._signed(facts, base, node), "signed"
+        if record is None:
+            record, source = self._estimated(facts, base, node, limit), "estimated"
         if record is None:
             ADOPTIONS.labels("failed").inc()
             return
-        status = self.store.adopt(record)
+        status, detail = self.store.adopt(record, float(node.gpus.memory_mib), limit, now)
         ADOPTIONS.labels(status).inc()
         log.info("adopted bound pod", extra={"pod_uid": facts.uid, "pod": facts.name,
-                                             "node": facts.node, "status": status})
+                                             "node": facts.node, "status": status,
+                                             "source": source})
+        if status == "overcommit":  # honest (signed or estimated), so counted in full
+            used, _, jobs = detail.partition(":")
+            log.warning("adopted pod over-commits its GPU", extra={
+                "pod_uid": facts.uid, "node": facts.node, "gpu": record.gpu_index})
+            self._warn(facts, "SchedTuneOvercommit", f"bound to {facts.node} GPU "
+                       f"{record.gpu_index}, which already held {used} of "
+                       f"{node.gpus.memory_mib} MiB in {jobs} job(s) (limit {limit}); its "
+                       f"{record.reserved_mib:.0f} MiB are counted anyway, so nothing more "
+                       "goes there until jobs leave")
+
+    def _warn(self, facts: PodFacts, reason: str, message: str) -> None:
+        if self.warn is None:
+            return
+        try:
+            self.warn(facts, reason, message)
+        except Exception as exc:  # noqa: BLE001  (an event is best effort)
+            log.warning("could not post event %s: %s", reason, type(exc).__name__,
+                        extra={"pod_uid": facts.uid})
 
     def _base(self, facts: PodFacts) -> dict[str, Any] | None:
         """The record's fields every adoption shares (None: annotations a user must fix)."""
@@ -203,49 +246,48 @@ class Monitor:
                 "reserved_at": facts.created_at or self.clock(),
                 "started_at": facts.running_since, "batch": demand.batch, "units": demand.units}
 
-    @staticmethod
-    def _recorded(facts: PodFacts, base: dict[str, Any], node: NodeState) -> JobRecord | None:
-        """The reservation as the extender wrote it on the pod at bind time."""
-        values = [facts.annotations.get(k) for k in (GPU, RESERVED_MIB, PREDICTED_S)]
-        try:
-            gpu, mib, predicted = int(values[0]), float(values[1]), float(values[2])
-        except (TypeError, ValueError):
+    def _signed(self, facts: PodFacts, base: dict[str, Any], node: NodeState) -> JobRecord | None:
+        """The reservation written on the pod at bind time, only if the extender signed it
+        for this pod on this node and it fits the node's layout (None: estimate it)."""
+        key = self.settings.signing_key
+        values = [facts.annotations.get(k) for k in (GPU, RESERVED_MIB, PREDICTED_S, SIGNATURE)]
+        if not key or all(v is None for v in values[:3]):
             return None
-        if gpu < 0 or mib <= 0:
+        reservation = trusted_reservation(key, facts.uid, facts.node, values, node)
+        if reservation is None:
+            log.warning("reservation on the pod is not one the extender signed for this node: "
+                        "estimated again", extra={"pod_uid": facts.uid, "node": facts.node})
             return None
-        gpu_type = type_of(node.gpus) if node.gpus else ""
-        return JobRecord(**base, gpu_index=gpu, reserved_mib=mib, predicted_s=predicted,
-                         gpu_type=gpu_type)
+        gpu, mib, seconds = reservation
+        assert node.gpus is not None
+        return JobRecord(**base, gpu_index=gpu, reserved_mib=mib, predicted_s=seconds,
+                         gpu_type=type_of(node.gpus))
 
-    def _estimated(self, facts: PodFacts, base: dict[str, Any],
-                   node: NodeState) -> JobRecord | None:
-        """No reservation recorded on the pod: estimate it on the node's roomiest GPU."""
-        if node.gpus is None or not node.gpu_states or self.estimator is None:
-            log.warning("cannot account a bound pod: node layout or estimator unknown",
-                        extra={"pod_uid": facts.uid, "node": facts.node})
+    def _estimated(self, facts: PodFacts, base: dict[str, Any], node: NodeState,
+                   limit: int) -> JobRecord | None:
+        """The reservation estimated for the node's GPU type, on `likeliest_gpu`."""
+        assert node.gpus is not None
+        if self.estimator is None:
+            log.warning("cannot account a bound pod: no estimator", extra={"pod_uid": facts.uid})
             return None
         job = Job(base["model"], base["task"], base["batch"], base["units"])
+        gpu_type = node.gpus.gpu_type
         try:
-            if node.gpus.gpu_type:
-                estimate = self.estimator.estimate(job, gpus=[node.gpus.gpu_type])[node.gpus.gpu_type]
+            if gpu_type:
+                estimate = self.estimator.estimate(job, gpus=[gpu_type])[gpu_type]
             else:
                 estimate = self.estimator.estimate_unknown(job)
         except EstimatorError as exc:
             log.warning("cannot estimate a bound pod", extra={"pod_uid": facts.uid,
                                                               "detail": str(exc)})
             return None
-        roomiest = max(node.gpu_states, key=lambda g: (g.free_mib, -g.index))
-        return JobRecord(**base, gpu_index=roomiest.index,
-                         reserved_mib=round(estimate.padded_mib, 1),
-                         predicted_s=round(estimate.predicted_s, 3), gpu_type=type_of(node.gpus))
-
-
-def _outcome(facts: PodFacts) -> str:
-    if facts.reason == "Evicted":
-        return "evicted"
-    if facts.oom_events and facts.phase == "Failed":
-        return "oom"
-    return facts.phase.lower()
+        mib, seconds = estimate.padded_mib, estimate.predicted_s
+        if not (math.isfinite(mib) and mib > 0 and math.isfinite(seconds) and seconds >= 0):
+            return None
+        mib = min(round(mib, 1), float(node.gpus.memory_mib))  # it cannot hold more than all
+        gpu = likeliest_gpu(node, mib, limit)
+        return JobRecord(**base, gpu_index=gpu.index, reserved_mib=mib,
+                         predicted_s=round(seconds, 3), gpu_type=type_of(node.gpus))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -265,15 +307,25 @@ def main(argv: list[str] | None = None) -> int:
               "the monitor follows pods through the Kubernetes API", file=sys.stderr)
         return 2
     store = open_store(settings)
+    api = kube.client.CoreV1Api()
 
     def warn(facts: PodFacts, reason: str, message: str) -> None:
         kube.pod_event(facts.namespace, facts.name, facts.uid, reason, message)
 
-    monitor = Monitor(store, Estimator.load(design=settings.estimator_design), warn=warn)
+    def requeue(namespace: str, name: str, uid: str, now: float) -> None:
+        # The uid makes it a precondition: a new pod of the same name is never touched.
+        stamp = datetime.fromtimestamp(now, timezone.utc).isoformat(timespec="milliseconds")
+        api.patch_namespaced_pod(name, namespace,
+                                 {"metadata": {"uid": uid, "annotations": {REQUEUED_AT: stamp}}},
+                                 _preload_content=False, _request_timeout=2)
+
+    monitor = Monitor(store, Estimator.load(design=settings.estimator_design), warn=warn,
+                      settings=settings, requeue=requeue)
     start_http_server(settings.monitor_port)
-    api = kube.client.CoreV1Api()
     log.info("monitor started", extra={"redis": settings.store_url.split("@")[-1],
-                                       "reconcile_s": settings.reconcile_s})
+                                       "reconcile_s": settings.reconcile_s,
+                                       "scheduler": settings.scheduler_name,
+                                       "signed_reservations": settings.signing_key is not None})
     # Survives API trouble and Redis outages: a failed event triggers a re-list and reconcile.
     kube.watch_forever(api.list_pod_for_all_namespaces, monitor.reconcile, monitor.on_event,
                        threading.Event(), relist_every_s=settings.reconcile_s)

@@ -140,26 +140,48 @@ return 1
 
 
 ADOPT = LIVE + """
+-- ARGV: the record (JSON), the GPU's capacity MiB, its collocation limit, now.
 local fields = cjson.decode(ARGV[1])
+local cap, limit = tonumber(ARGV[2]), tonumber(ARGV[3])
+local need = tonumber(fields.reserved_mib)
+if not need or need ~= need or need <= 0 or need > cap or not tonumber(fields.reserved_at) then
+  return {'invalid', ''}
+end
 redis.call('HDEL', 'st:waiting', fields.uid)
 local current = redis.call('HGET', KEYS[1], 'queue')
 if current == KEYS[3] then
-  if tonumber(redis.call('HGET', KEYS[1], 'expires_at')) > 0 then
+  if (tonumber(redis.call('HGET', KEYS[1], 'expires_at')) or 0) > 0 then
     redis.call('HSET', KEYS[1], 'state', fields.state, 'expires_at', '0')
     touch(current)
   end
-  return 'exists'
+  return {'exists', ''}
 end
+-- What the GPU holds without this pod, as the workers' mirrors count it: an unreadable
+-- or impossible reservation fills the GPU; an unreadable expiry never expires.
+local now = tonumber(ARGV[4])
+local used, count = 0, 0
+for _, other in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
+  local f = redis.call('HMGET', 'st:job:' .. other, 'reserved_mib', 'expires_at')
+  local exp = tonumber(f[2]) or 0
+  if exp ~= exp then exp = 0 end
+  if other ~= fields.uid and f[1] and (exp <= 0 or exp > now) then
+    local mib = tonumber(f[1])
+    if not mib or mib ~= mib or mib <= 0 or mib > cap then mib = cap end
+    used, count = used + mib, count + 1
+  end
+end
+local status = 'adopted'
 if current then
   redis.call('ZREM', current, fields.uid)
   touch(current)
+  status = 'moved'
 end
+if count >= limit or used + need > cap then status = 'overcommit' end
 redis.call('DEL', KEYS[1])
 for k, v in pairs(fields) do redis.call('HSET', KEYS[1], k, tostring(v)) end
 redis.call('HSET', KEYS[1], 'queue', KEYS[3], 'expires_at', '0')
 redis.call('ZADD', KEYS[3], tonumber(fields.reserved_at), fields.uid)
 redis.call('ZADD', KEYS[2], tonumber(fields.reserved_at), fields.uid)
 touch(KEYS[3])
-if current then return 'moved' end
-return 'adopted'
+return {status, used .. ':' .. count}
 """

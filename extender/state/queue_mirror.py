@@ -7,6 +7,10 @@ wiped or replaced) discards the copy and reads everything again. Node states
 are rebuilt only when one of their queues changed, their layout changed, or an
 unconfirmed reservation on them expired, so a request on a large, busy
 cluster costs what changed since the last one rather than every queue.
+
+A queued job whose reserved MiB is not in (0, the GPU's memory] (the store
+reads an unreadable value as NaN) counts as the whole GPU: bad state in Redis
+never fails a request and never makes room.
 """
 
 from __future__ import annotations
@@ -56,6 +60,10 @@ class QueueMirror:
         for index in range(layout.count if layout else 0):
             live = []
             for job in self._queues.get((name, index), ()):
+                if not 0 < job.reserved_mib <= memory:
+                    # Unreadable (NaN), forged or larger than the GPU: it fills the GPU, so
+                    # a broken record can never make room for others.
+                    job = job._replace(reserved_mib=float(memory))
                 if job.expires_at <= 0:
                     live.append(job)
                 elif job.expires_at > now:

@@ -37,6 +37,7 @@ transaction or a single command), named for what it does: reads never write.
 from __future__ import annotations
 
 
+import math
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict
@@ -126,10 +127,8 @@ class RedisStore:
         updates = []
         for queue, rows in zip(changed[::2], changed[1::2], strict=True):
             node, _, index = queue.removeprefix("st:gpu:").rpartition(":")
-            jobs = tuple(QueuedJob(rows[i], float(rows[i + 1]), float(rows[i + 2]),
-                                   float(rows[i + 3]), float(rows[i + 4]))
-                         for i in range(0, len(rows), 5))  # fmt: skip
-            updates.append((node, int(index), jobs))
+            if index.isascii() and index.isdigit():  # else no helper built it: not a GPU
+                updates.append((node, int(index), _queued_jobs(rows)))
         mirror.apply(int(rev), updates)
         return nodes_rev, waiting
 
@@ -170,13 +169,24 @@ class RedisStore:
         pairs = self._call(self._release, keys=[job_key(uid), JOBS_KEY], args=[uid])
         return _job_from_pairs(pairs) if pairs else None
 
-    def adopt(self, record: JobRecord) -> str:
-        """Record a placement that already happened (a pod bound and annotated, Redis lost
-        or behind): no capacity check, since the pod is on that GPU whatever we think.
-        Returns "adopted", "moved" (it was queued elsewhere) or "exists"."""
+    def adopt(self, record: JobRecord, capacity_mib: float, limit: int,
+              now: float) -> tuple[str, str]:
+        """Record a placement that already happened (a pod bound to that GPU, Redis lost or
+        behind), checking room as `reserve` does against the GPU's `capacity_mib` and
+        collocation `limit` (reservations expired at `now` do not count).
+
+        The pod is on that GPU whatever we think, so it is recorded even without room:
+        the GPU then shows full and takes nothing more until jobs leave. Returns (status,
+        detail): "adopted"; "moved" (it was queued elsewhere); "exists" (already queued
+        there: kept as it was, confirmed); "overcommit" (recorded, but the GPU already held
+        `detail` = "used MiB:jobs" without it); "invalid" (reserved MiB not a number in
+        (0, capacity_mib]: nothing written).
+        """
         keys = [job_key(record.uid), JOBS_KEY, gpu_key(record.node, record.gpu_index)]
         fields = {k: v for k, v in asdict(record).items() if k != "expires_at"}
-        return str(self._call(self._adopt, keys=keys, args=[orjson.dumps(fields)]))
+        status, detail = self._call(self._adopt, keys=keys,
+                                    args=[orjson.dumps(fields), capacity_mib, limit, now])
+        return str(status), str(detail)
 
     def jobs(self) -> list[JobRecord]:
         """Every reservation (for reconcile and the inspection CLI; not on the request path)."""
@@ -332,7 +342,7 @@ def _layout_from_json(raw: str) -> NodeGpus | None:
 def _as_mapping(pairs: list[str] | dict[str, str]) -> dict[str, str]:
     if isinstance(pairs, dict):
         return pairs
-    return dict(zip(pairs[::2], pairs[1::2], strict=True))
+    return dict(zip(pairs[::2], pairs[1::2], strict=False))  # a stray odd field is dropped
 
 
 def _job_from_pairs(pairs: list[str]) -> JobRecord:
@@ -340,12 +350,50 @@ def _job_from_pairs(pairs: list[str]) -> JobRecord:
 
 
 def _job_from_mapping(data: Mapping[str, str]) -> JobRecord:
+    """A job hash as a record (bookkeeping: release, reconcile, observations, the CLI).
+
+    Never raises, whatever the hash holds, so a broken record can still be listed and
+    released: a number that is unreadable or not finite reads as 0 (a GPU index that is
+    not a small non-negative integer as -1: no GPU). Decisions never read these records
+    (they read the queue rows, `_queued_jobs`)."""
+    def number(key: str) -> float:
+        return _reading(data.get(key), 0.0)
+
+    def whole(key: str, default: int) -> int:
+        text = str(data.get(key, ""))
+        return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else default
+
     return JobRecord(
-        uid=data["uid"], pod=data.get("pod", ""), namespace=data.get("namespace", ""),
+        uid=data.get("uid", ""), pod=data.get("pod", ""), namespace=data.get("namespace", ""),
         model=data.get("model", ""), task=data.get("task", ""), node=data.get("node", ""),
-        gpu_index=int(data.get("gpu_index", 0)), reserved_mib=float(data.get("reserved_mib", 0)),
-        predicted_s=float(data.get("predicted_s", 0)), state=data.get("state", "reserved"),
-        reserved_at=float(data.get("reserved_at", 0)), started_at=float(data.get("started_at", 0)),
-        expires_at=float(data.get("expires_at", 0)), gpu_type=data.get("gpu_type", ""),
-        batch=int(data.get("batch", 0)), units=int(data.get("units", 0)),
+        gpu_index=whole("gpu_index", -1), reserved_mib=number("reserved_mib"),
+        predicted_s=number("predicted_s"), state=data.get("state", "reserved"),
+        reserved_at=number("reserved_at"), started_at=number("started_at"),
+        expires_at=number("expires_at"), gpu_type=data.get("gpu_type", ""),
+        batch=whole("batch", 0), units=whole("units", 0),
     )  # fmt: skip
+
+
+UNREADABLE_PREDICTED_S = 86_400.0  # a queued job whose predicted time cannot be read
+
+
+def _queued_jobs(rows: list[str]) -> tuple[QueuedJob, ...]:
+    """A queue's rows as `CHANGES` returns them (uid, reserved MiB, predicted s, started at,
+    expires at, ...) for decisions. Never raises on what a job hash holds: MiB that are
+    unreadable or not finite read as NaN, which the mirror counts as the whole GPU (a
+    broken record never makes room); predicted seconds as `UNREADABLE_PREDICTED_S` (busy
+    for long, so holds look elsewhere); instants as 0 (not started; no expiry, so the
+    job keeps counting until the monitor releases it)."""
+    return tuple(QueuedJob(rows[i], _reading(rows[i + 1], math.nan),
+                           _reading(rows[i + 2], UNREADABLE_PREDICTED_S),
+                           _reading(rows[i + 3], 0.0), _reading(rows[i + 4], 0.0))
+                 for i in range(0, len(rows) - 4, 5))  # fmt: skip
+
+
+def _reading(text: Any, default: float) -> float:
+    """`text` as a finite, non-negative float, else `default`."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return default
+    return value if math.isfinite(value) and value >= 0 else default

@@ -9,24 +9,46 @@ from pathlib import Path
 import pytest
 
 from extender.cluster import kube
-from extender.model import NodeGpus
 from extender.cluster.monitor import Monitor, pod_facts
+from extender.core.signing import reservation_signature
+from extender.model import GPU, PREDICTED_S, RESERVED_MIB, SIGNATURE, NodeGpus
+from extender.settings import Settings
 from tests.extender.recorded_api import DROP, RecordedApi
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "pod-watch"
 NODE = "gpu-a"
-LAYOUT = NodeGpus("NVIDIA-GeForce-RTX-3090", "RTX-3090", 2, 24576)
+# The recorded node shares its GPUs by time-slicing (two jobs on GPU 0 at once).
+LAYOUT = NodeGpus("NVIDIA-GeForce-RTX-3090", "RTX-3090", 2, 24576, share_slots=4)
 ENDED = ("Succeeded", "Failed")
+KEY = b"test-signing-key-0123456789abcdef"
+
+
+def signed(obj: dict, key: bytes = KEY) -> dict:
+    """A recorded pod as the extender configured with `key` wrote it: the reservation on
+    a bound pod signed (the recordings predate signatures)."""
+    notes, node = obj["metadata"].get("annotations") or {}, obj.get("spec", {}).get("nodeName")
+    if node and GPU in notes:
+        notes[SIGNATURE] = reservation_signature(key, obj["metadata"]["uid"], node, notes[GPU],
+                                                 notes[RESERVED_MIB], notes[PREDICTED_S])
+    return obj
 
 
 def _events() -> list[dict]:
-    return [json.loads(line) for line in (DATA / "lifecycle.jsonl").read_text().splitlines()]
+    return [{**e, "object": signed(e["object"])} for e in
+            (json.loads(line) for line in (DATA / "lifecycle.jsonl").read_text().splitlines())]
 
 
 @pytest.fixture
-def monitor(store, clock, estimator) -> Monitor:
+def settings(redis_url) -> Settings:
+    """The extender's (the `client` fixture's app) and the monitor's: one signing key."""
+    return Settings(redis_url=redis_url, bind_mode="record", node_watch=False,
+                    log_level="WARNING", signing_key=KEY)
+
+
+@pytest.fixture
+def monitor(store, clock, estimator, settings) -> Monitor:
     store.put_node(NODE, LAYOUT)
-    return Monitor(store, estimator, clock=clock)
+    return Monitor(store, estimator, clock=clock, settings=settings)
 
 
 def test_every_reservation_is_released_on_the_event_that_ends_its_pod(monitor, store, clock) -> None:
@@ -71,6 +93,10 @@ def test_running_reservation_carries_the_real_start_time(monitor, store) -> None
 
 def test_no_reservation_is_lost_across_410_gone(monitor, store, clock) -> None:
     recorded = json.loads((DATA / "gone-410.json").read_text())
+    for pod in [p for listing in recorded["listings"] for p in listing["items"]]:
+        signed(pod)
+    for event in [e for stream in recorded["streams"] for e in stream if "object" in e]:
+        signed(event["object"])
     versions = [listing["metadata"]["resourceVersion"] for listing in recorded["listings"]]
     clock.now = 1_795_240_000.0  # an hour after the recorded pods were created
     stop = threading.Event()
@@ -99,7 +125,7 @@ def test_dropped_connection_resumes_without_losing_events(monitor, store) -> Non
 
 
 def test_reconcile_after_wiping_redis_restores_the_reservations_on_the_pods(
-        client, binder, store, redis_client, clock) -> None:
+        client, binder, store, redis_client, clock, settings) -> None:
     from tests.builders import bind_args, filter_args, make_node, make_pod
 
     node = make_node(NODE, count=2, replicas=4)  # time-slicing: 4 pods per GPU
@@ -112,12 +138,13 @@ def test_reconcile_after_wiping_redis_restores_the_reservations_on_the_pods(
     before = {j.uid: (j.node, j.gpu_index, j.reserved_mib, round(j.predicted_s, 1)) for j in store.jobs()}
     assert len(before) == 4
     # What the API server holds: the pods, bound, with what bind wrote on them.
-    for pod, (_, _, _, node_name, annotations) in zip(pods, binder.calls, strict=True):
-        pod["metadata"]["annotations"].update(annotations)
+    for pod, (_, _, _, node_name, written) in zip(pods, binder.calls, strict=True):
+        pod["metadata"]["annotations"].update(written)
         pod["spec"]["nodeName"] = node_name
+        pod["spec"]["schedulerName"] = settings.scheduler_name
     redis_client.flushdb()
     store.put_node(NODE, NodeGpus("NVIDIA-GeForce-RTX-3090", "RTX-3090", 2, 24576, 4))  # node watcher
-    Monitor(store, clock=clock).reconcile(pods)
+    Monitor(store, clock=clock, settings=settings).reconcile(pods)  # signed: no estimator
     after = {j.uid: (j.node, j.gpu_index, j.reserved_mib, round(j.predicted_s, 1)) for j in store.jobs()}
     assert after == {uid: (n, g, float(round(m)), p) for uid, (n, g, m, p) in before.items()}
 
