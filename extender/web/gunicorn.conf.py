@@ -1,16 +1,32 @@
 """gunicorn settings: `gunicorn -c extender/web/gunicorn.conf.py 'extender.web.app:create_app()'`.
 
-Reads the same EXTENDER_* variables as the app (extender/settings.py). The master
-starts what every worker shares: the multi-process metrics directory and, when
-REDIS_URL is unset, the embedded redis-server (AOF under EXTENDER_STATE_DIR).
+Reads the same EXTENDER_* variables as the app (extender/settings.py).
+
+Worker model: gevent. A connection costs a greenlet, not a thread or a process, so
+slow or idle clients (a request line, then a header every few seconds) cannot starve
+the verbs or /healthz: a worker holds up to `worker_connections` of them while it
+serves the others. Handling a request is CPU work around Redis calls, so a worker
+still runs one request at a time and `workers` sets the parallelism. The monkey
+patch comes first, before this file or the app creates a lock or a socket: a lock
+made before it would block the whole worker while its holder waits for Redis.
+
+Start-up: the master starts what every worker shares (the multi-process metrics
+directory and, when REDIS_URL is unset, the embedded redis-server), then builds the
+app (estimator loaded and warmed) *before* it opens the listening socket; workers
+fork with the app built. So a starting replica refuses connections until it can
+answer them at once, and never accepts one it leaves hanging.
 """
 
-import gc
-import os
-import ssl
-import tempfile
+from gevent import monkey
 
-from extender.settings import Settings
+monkey.patch_all()
+
+import gc  # noqa: E402
+import os  # noqa: E402
+import ssl  # noqa: E402
+import tempfile  # noqa: E402
+
+from extender.settings import Settings  # noqa: E402
 
 _settings = Settings.from_env(os.environ)
 _embedded = []
@@ -18,16 +34,24 @@ _children = []
 
 bind = _settings.bind_address
 workers = _settings.workers
+worker_class = "gevent"
+worker_connections = 1000  # open connections per worker, slow ones included
 timeout = 30
 graceful_timeout = 10
+keepalive = 5  # s an idle kept-alive connection stays open (kube-scheduler reuses them)
+limit_request_line = 4094  # bytes; gunicorn's defaults, stated: bounds before parsing
+limit_request_fields = 100
+limit_request_field_size = 8190
 accesslog = None
+control_socket_disable = True  # gunicorn's runtime control socket (~/.gunicorn): not served
 if _settings.tls_cert_file:
     certfile, keyfile = _settings.tls_cert_file, _settings.tls_key_file
 if _settings.tls_client_ca_file:  # mutual TLS: no client certificate, no connection
     cert_reqs, ca_certs = ssl.CERT_REQUIRED, _settings.tls_client_ca_file
 
 
-def on_starting(server):  # noqa: ANN001, ARG001
+def on_starting(server):  # noqa: ANN001
+    """In the master, before it listens: shared services, then the app itself."""
     os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="schedtune-metrics-"))
     if _settings.embedded_redis_dir is not None:  # workers find it at settings.store_url
         from extender.state.embedded_redis import EmbeddedRedis
@@ -35,6 +59,9 @@ def on_starting(server):  # noqa: ANN001, ARG001
         redis = EmbeddedRedis(_settings.embedded_redis_dir)
         redis.start()
         _embedded.append(redis)
+    server.app.wsgi()  # what preload_app does, after the services the app needs are up
+    gc.collect()
+    gc.freeze()  # the app's objects stay in pages the workers share after fork
 
 
 def when_ready(server):  # noqa: ANN001, ARG001

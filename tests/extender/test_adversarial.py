@@ -21,8 +21,10 @@ json_values = st.recursive(scalars, lambda inner: st.one_of(
     max_leaves=20)
 annotation_values = st.one_of(
     st.sampled_from(["0", "-1", "1000000000000", "32", "1e3", " 8 ", "", "train", "inference",
-                     "resnet50", "vgg16", "nope", "bert_base", "\u00e9\u00e8", "\x00"]),
-    st.text(max_size=20), st.integers(), st.none(), st.lists(st.integers(), max_size=2))
+                     "resnet50", "vgg16", "nope", "bert_base", "\u00e9\u00e8", "\x00",
+                     "0" * 5000 + "32", "9" * 40, "llama-3.1-8b", "a:b", "x" * 300]),
+    st.text(max_size=20), st.integers(), st.none(), st.lists(st.integers(), max_size=2),
+    st.recursive(st.integers(), st.lists, max_leaves=3))
 annotations = st.dictionaries(
     st.sampled_from(["schedtune.io/model", "schedtune.io/task", "schedtune.io/batch-size",
                      "schedtune.io/epochs", "schedtune.io/requests", "other"]),
@@ -49,7 +51,8 @@ def _mutate(base: dict, data: st.DataObject) -> object:
     return data.draw(st.one_of(st.just(body), json_values))
 
 
-def _state(redis_client) -> str:  # noqa: ANN001
+def redis_state(redis_client) -> str:  # noqa: ANN001
+    """A digest of every key and value: equal digests, unchanged Redis."""
     digest = hashlib.sha256()
     for key in sorted(redis_client.keys("*")):
         digest.update(key.encode())
@@ -58,7 +61,9 @@ def _state(redis_client) -> str:  # noqa: ANN001
 
 
 def _bodies(data: st.DataObject) -> tuple[str, object]:
-    pod = make_pod(uid=data.draw(st.sampled_from(["u1", "u2", "x" * 300, ""])))
+    pod = make_pod(uid=data.draw(st.sampled_from(["u1", "u2", "x" * 300, "", "a:b", "U-1"])),
+                   name=data.draw(st.sampled_from(["job", "Job", "job.", "j" * 254])),
+                   namespace=data.draw(st.sampled_from(["default", "team-a", "Team", "n" * 64])))
     pod["metadata"]["annotations"] = data.draw(annotations)
     node = make_node("n1")
     node["metadata"]["labels"] = data.draw(labels)
@@ -107,13 +112,13 @@ def test_any_body_gets_a_contract_answer_and_refusals_change_nothing(client, red
                                                                      data) -> None:
     verb, body = _bodies(data)
     redis_client.flushdb()
-    before = _state(redis_client)
+    before = redis_state(redis_client)
     response = client.post(verb, json=body)
     assert response.status_code != 500, (verb, body, response.data[:300])
     payload = response.get_json(silent=True)
     assert _contract_valid(verb, response.status_code, payload), (verb, response.status_code, payload)
     if _refused(response.status_code, payload):
-        assert _state(redis_client) == before, (verb, body, payload)
+        assert redis_state(redis_client) == before, (verb, body, payload)
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))

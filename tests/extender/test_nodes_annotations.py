@@ -6,7 +6,9 @@ from extender.core.annotations import AnnotationError, parse_demand
 from extender.errors import BadRequest
 from extender.model import PodInfo
 from extender.wire.node_labels import gpus_from_node
-from extender.wire.objects import NodeLayouts, decode_node
+from extender.wire.objects import (
+    DNS_LABEL, DNS_SUBDOMAIN, POD_UID, NodeLayouts, decode_node, require_name,
+)  # fmt: skip
 from tests.builders import make_node
 
 
@@ -86,3 +88,72 @@ def test_remembered_node_layouts_are_bounded_least_recently_used_first() -> None
     decode_node(node, "n", layouts)
     assert len(layouts) == 2 and layouts.get(versions[1]) is None
     assert layouts.get(versions[0]).count == 1 and layouts.get(versions[2]).count == 3
+
+
+@pytest.mark.parametrize(("annotations", "needle"), [
+    ({"schedtune.io/batch-size": "0" * 5000 + "32"}, "schedtune.io/batch-size"),
+    ({"schedtune.io/batch-size": "00000032"}, "an integer in 1..4096"),  # 8 chars: past 7
+    ({"schedtune.io/epochs": "1000001"}, "1..1000000"),
+    ({"schedtune.io/epochs": 12}, "a JSON int"),  # annotations are strings
+    ({"schedtune.io/task": "x" * 300}, "schedtune.io/task"),
+    ({"schedtune.io/task": ""}, "one of train, inference"),
+])
+def test_annotation_values_are_bounded_before_conversion(annotations, needle) -> None:
+    with pytest.raises(AnnotationError, match=needle) as refused:
+        parse_demand(_pod({"schedtune.io/model": "resnet50", **annotations}))
+    assert len(str(refused.value)) < 200  # the value is shown cut short
+
+
+def test_annotation_integers_within_bounds() -> None:
+    d = parse_demand(_pod({"schedtune.io/model": "resnet50", "schedtune.io/batch-size": " 0064 ",
+                           "schedtune.io/epochs": "1000000"}))
+    assert (d.batch, d.units) == (64, 1_000_000)
+
+
+@pytest.mark.parametrize("name", ["resnet50", "bert_base", "vit_b_16", "llama-3.1-8b",
+                                  "Llama-3.1-8B", "m" * 63])
+def test_model_names_registry_style_and_later_ones_parse(name) -> None:
+    assert parse_demand(_pod({"schedtune.io/model": name})).model == name
+
+
+@pytest.mark.parametrize("name", ["", " ", "-resnet", "resnet.", "a b", "st:gpu:x", "a/b",
+                                  "m" * 64, "r\u00e9snet", ["resnet50"]])
+def test_model_names_outside_the_charset_or_bound_are_refused(name) -> None:
+    with pytest.raises(AnnotationError, match="schedtune.io/model"):
+        parse_demand(_pod({"schedtune.io/model": name}))
+
+
+@pytest.mark.parametrize(("rule", "good", "bad"), [
+    (DNS_SUBDOMAIN, ["gpu-node-0", "ip-10-0-0-1.ec2.internal", "a", "n" * 253],
+     ["", "Node", "-a", "a-", "a..b", "a_b", "n" * 254, "a:b", ".a"]),
+    (DNS_LABEL, ["default", "team-a", "n" * 63], ["", "a.b", "Team", "n" * 64, "-a"]),
+    (POD_UID, ["3b813596-dd97-4bef-a2bd-216a429259f7", "u1", "U_1.x", "u" * 128],
+     ["", "u:1", "u 1", "*", "u" * 129, "-u", "u\u00e9"]),
+])
+def test_kubernetes_name_rules(rule, good, bad) -> None:
+    assert all(require_name(name, "x", rule) == name for name in good)
+    for name in bad:
+        with pytest.raises(BadRequest, match="x must be"):
+            require_name(name, "x", rule)
+    assert require_name(None, "x", rule, required=False) == ""
+    for junk in (None, 5, ["a"], {"a": 1}):
+        with pytest.raises(BadRequest, match="x must be"):
+            require_name(junk, "x", rule)
+
+
+@pytest.mark.parametrize("labels", [
+    {"nvidia.com/gpu.product": "Tesla-T4", "nvidia.com/gpu.count": "0" * 5000 + "1"},
+    {"nvidia.com/gpu.product": "NVIDIA-B9000", "nvidia.com/gpu.count": "1",
+     "nvidia.com/gpu.memory": "9" * 5000},  # not a figure, and no catalogue memory to use
+    {"nvidia.com/gpu.product": "T" * 100_000, "nvidia.com/gpu.count": "1"},
+    {"nvidia.com/gpu.product": "Tesla-T4", "nvidia.com/gpu.replicas": [[[["4"]]]]},
+])
+def test_oversized_label_values_are_problems_with_short_messages(labels) -> None:
+    gpus = gpus_from_node(labels, {})
+    assert gpus.count == 0 and gpus.problem and len(gpus.problem) < 300
+
+
+def test_a_memory_label_that_is_no_figure_falls_back_to_the_catalogue() -> None:
+    gpus = gpus_from_node({"nvidia.com/gpu.product": "Tesla-T4", "nvidia.com/gpu.count": "1",
+                           "nvidia.com/gpu.memory": "9" * 5000}, {})
+    assert (gpus.count, gpus.memory_mib, gpus.problem) == (1, 15360, "")
