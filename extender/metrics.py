@@ -32,6 +32,15 @@ RELEASES = Counter("schedtune_reservations_released_total", "Reservations releas
                    "monitor", ["outcome"])
 ADOPTIONS = Counter("schedtune_reservations_adopted_total", "Bound pods given a reservation "
                     "by the monitor", ["status"])
+ADOPTION_OVERCOMMITS = Counter("schedtune_adoption_overcommit_total", "Bound pods adopted on a "
+                               "GPU without room for them (counted in full, a Warning event)")
+ADOPTIONS_UNVERIFIED = Counter("schedtune_adoption_unverified_total", "Reservations written on "
+                               "pods that did not verify (unsigned, forged or out of range): "
+                               "estimated again")
+MONITOR_POD_ERRORS = Counter("schedtune_monitor_pod_errors_total", "Pods or records the monitor "
+                             "could not apply (skipped; the others go on)")
+WAITERS_REQUEUED = Counter("schedtune_waiters_requeued_total", "Waiting pods updated so "
+                           "kube-scheduler retries them after a release", ["outcome"])
 
 
 def denial_kind(reason: str) -> str:

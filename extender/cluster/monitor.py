@@ -43,7 +43,10 @@ from extender.cluster.pods import FINISHED_PHASES, PodFacts, outcome_of, pod_fac
 from extender.core.adoption import likeliest_gpu, trusted_reservation, waiters_that_fit
 from extender.core.annotations import AnnotationError, parse_demand
 from extender.errors import StoreUnavailable
-from extender.metrics import ADOPTIONS, OOM_KILLS, RELEASES
+from extender.metrics import (
+    ADOPTION_OVERCOMMITS, ADOPTIONS, ADOPTIONS_UNVERIFIED, MONITOR_POD_ERRORS, OOM_KILLS,
+    RELEASES, WAITERS_REQUEUED,
+)  # fmt: skip
 from extender.model import (
     ANNOTATION_PREFIX, GPU, PREDICTED_S, RESERVED_MIB, SIGNATURE, JobRecord, NodeState, PodInfo,
     type_of,
@@ -97,7 +100,7 @@ class Monitor:
         except StoreUnavailable:
             raise
         except Exception:  # noqa: BLE001  (bad data in one pod or record: skip it, go on)
-            ADOPTIONS.labels("error").inc()
+            MONITOR_POD_ERRORS.inc()
             subject = args[-1]
             uid = subject.uid if isinstance(subject, JobRecord) else pod_uid(subject)
             log.exception("could not apply a pod's state; skipped", extra={"pod_uid": uid})
@@ -181,9 +184,11 @@ class Monitor:
             try:
                 self.requeue(namespace, name, waiter.uid, now)
             except Exception as exc:  # noqa: BLE001
+                WAITERS_REQUEUED.labels("failed").inc()
                 log.warning("could not requeue a waiting pod: %s", type(exc).__name__,
                             extra={"pod": waiter.pod, "pod_uid": waiter.uid})
                 continue
+            WAITERS_REQUEUED.labels("requeued").inc()
             log.info("requeued a waiting pod that now fits", extra={
                 "pod": waiter.pod, "pod_uid": waiter.uid, "node": released.node,
                 "gpu": released.gpu_index, "released": released.uid})
@@ -211,6 +216,7 @@ class Monitor:
                                              "node": facts.node, "status": status,
                                              "source": source})
         if status == "overcommit":  # honest (signed or estimated), so counted in full
+            ADOPTION_OVERCOMMITS.inc()
             used, _, jobs = detail.partition(":")
             log.warning("adopted pod over-commits its GPU", extra={
                 "pod_uid": facts.uid, "node": facts.node, "gpu": record.gpu_index})
@@ -255,6 +261,7 @@ class Monitor:
             return None
         reservation = trusted_reservation(key, facts.uid, facts.node, values, node)
         if reservation is None:
+            ADOPTIONS_UNVERIFIED.inc()
             log.warning("reservation on the pod is not one the extender signed for this node: "
                         "estimated again", extra={"pod_uid": facts.uid, "node": facts.node})
             return None

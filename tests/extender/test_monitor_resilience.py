@@ -123,12 +123,10 @@ def test_one_bad_pod_never_blocks_reconcile_of_the_others(store, clock, estimato
     bad = _pod("bad")
     bad["status"]["containerStatuses"] = [{"name": "main", "state": {"terminated": "junk"}}]
     good = [_pod("good-0"), _pod("good-1")]
-    errors = REGISTRY.get_sample_value("schedtune_reservations_adopted_total",
-                                       {"status": "error"}) or 0.0
+    errors = REGISTRY.get_sample_value("schedtune_monitor_pod_errors_total") or 0.0
     Monitor(store, estimator, clock=clock).reconcile([good[0], bad, good[1]])
     assert {j.pod for j in store.jobs()} == {"good-0", "good-1"}  # vanished one released
-    assert REGISTRY.get_sample_value("schedtune_reservations_adopted_total",
-                                     {"status": "error"}) == errors + 1
+    assert REGISTRY.get_sample_value("schedtune_monitor_pod_errors_total") == errors + 1
 
 
 def test_a_listed_pod_that_fails_keeps_its_reservation(store, clock, estimator) -> None:

@@ -204,11 +204,13 @@ def test_an_adoption_that_does_not_fit_is_recorded_reported_and_counted(keyed, s
         store.reserve(JobRecord(f"filler-{i}", f"filler-{i}", "ml", "vgg16", "train", NODE, -1,
                                 10_000, 600, "reserved", 0), [(0, 24576.0, 4)], 100, ttl_s=0)
     before = _adoptions("overcommit")
+    overcommits = REGISTRY.get_sample_value("schedtune_adoption_overcommit_total") or 0.0
     pod = bound("late", key=KEY, gpu="0", mib="8000", seconds="60.0")  # honest, but too big
     keyed.on_event("MODIFIED", pod)
     job = store.job(_uid(pod))
     assert (job.gpu_index, job.reserved_mib) == (0, 8000)  # the pod is there: counted in full
     assert _adoptions("overcommit") == before + 1
+    assert REGISTRY.get_sample_value("schedtune_adoption_overcommit_total") == overcommits + 1
     [(name, reason, message)] = events
     assert (name, reason) == ("late", "SchedTuneOvercommit")
     assert "GPU 0" in message and "20000 of 24576 MiB in 2 job(s)" in message

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
+from prometheus_client import REGISTRY
 
 from extender.cluster.monitor import Monitor
 from extender.model import FilterRecord, JobRecord, Limits, NodeGpus, PodDemand, Waiter
@@ -155,9 +156,15 @@ def test_a_requeue_that_fails_never_blocks_the_release_or_the_others(store, cloc
         if uid == "w0":
             raise ConnectionError("API server unreachable")
 
+    def count(outcome: str) -> float:
+        return REGISTRY.get_sample_value("schedtune_waiters_requeued_total",
+                                         {"outcome": outcome}) or 0.0
+
+    before = count("requeued"), count("failed")
     Monitor(store, estimator, clock=clock, requeue=requeue).on_event("DELETED", _holder_pod())
     assert store.job("holder") is None
     assert [call[2] for call in requeued] == ["w0", "w1", "w2"]
+    assert (count("requeued"), count("failed")) == (before[0] + 2, before[1] + 1)
 
 
 def test_reconcile_requeues_after_releasing_a_vanished_pod(store, clock, estimator,
