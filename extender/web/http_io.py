@@ -38,7 +38,9 @@ def json_depth(raw: bytes) -> int:
 
     Invalid JSON gives some number; the parser refuses it afterwards."""
     if b'\\"' in raw:  # escaped quotes: drop escaped backslashes, then the escaped quotes
-        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+        if b"\\\\" in raw:
+            raw = raw.replace(b"\\\\", b"")
+        raw = raw.replace(b'\\"', b"")
     structure = np.frombuffer(raw.translate(None, _OTHER_BYTES), np.uint8)
     if not structure.size:
         return 0
