@@ -15,7 +15,9 @@ Environment variables (the manifests in k8s/ use exactly these names):
     EXTENDER_INTERFERENCE_ALPHA    slowdown per extra job on a GPU (default 0.47, Gavel fit)
     EXTENDER_RESERVATION_TTL_S     a reservation bind does not confirm expires after this
                                    (default 120)
-    EXTENDER_DEMAND_TTL_S          filter's demand record lifetime (default 3600)
+    EXTENDER_DEMAND_TTL_S          filter's demand record lifetime (default 900: bind follows
+                                   filter at once, or after PreBind's volume binding, 600 s
+                                   at most; a waiting pod's next filter refreshes it)
     EXTENDER_MAX_BODY_BYTES        request size limit (default 33554432)
     EXTENDER_REDIS_TIMEOUT_S       Redis socket timeout (default 1.0)
     EXTENDER_ESTIMATOR_DESIGN      trained design to load: ours (default) or paper-rfr
@@ -49,7 +51,8 @@ Environment variables (the manifests in k8s/ use exactly these names):
                                    only reservations it can verify (unset: it recomputes them)
     EXTENDER_SCHEDULER_NAME        our scheduler's name: the monitor adopts only pods placed
                                    by it (default schedtune-scheduler)
-    EXTENDER_THREADS               threads per gunicorn worker (default 4)
+    EXTENDER_WORKER_CONNECTIONS    concurrent connections per gunicorn (gevent) worker
+                                   (default 1000: slow clients wait, others are served)
     EXTENDER_RECONCILE_S           monitor: full pod listing + reconcile period (default 300)
     EXTENDER_MONITOR_PORT          monitor: Prometheus metrics / liveness port (default 9100)
     PROMETHEUS_MULTIPROC_DIR       set by gunicorn.conf.py for multi-process metrics
@@ -86,7 +89,7 @@ class Settings:
     collocation: Limits = field(default_factory=lambda: Limits(4, {}))
     interference_alpha: float = 0.47
     reservation_ttl_s: float = 120.0
-    demand_ttl_s: int = 3600
+    demand_ttl_s: int = 900
     max_body_bytes: int = 32 * 1024 * 1024
     redis_timeout_s: float = 1.0
     estimator_design: str = "ours"
@@ -104,7 +107,7 @@ class Settings:
     auth_token: str | None = field(default=None, repr=False)
     signing_key: bytes | None = field(default=None, repr=False)
     scheduler_name: str = "schedtune-scheduler"
-    threads: int = 4
+    worker_connections: int = 1000
     reconcile_s: float = 300.0
     monitor_port: int = 9100
 
@@ -136,7 +139,7 @@ class Settings:
                                _limits(get("EXTENDER_COLLOCATION_LIMITS", ""))),
             interference_alpha=_number(env, "EXTENDER_INTERFERENCE_ALPHA", 0.47, float, 0, 10),
             reservation_ttl_s=_number(env, "EXTENDER_RESERVATION_TTL_S", 120.0, float, 1, 86400),
-            demand_ttl_s=_number(env, "EXTENDER_DEMAND_TTL_S", 3600, int, 10, 7 * 86400),
+            demand_ttl_s=_number(env, "EXTENDER_DEMAND_TTL_S", 900, int, 10, 7 * 86400),
             max_body_bytes=_number(env, "EXTENDER_MAX_BODY_BYTES", 32 << 20, int, 1024, 1 << 30),
             redis_timeout_s=_number(env, "EXTENDER_REDIS_TIMEOUT_S", 1.0, float, 0.05, 60),
             estimator_design=_choice(env, "EXTENDER_ESTIMATOR_DESIGN", "ours",
@@ -155,7 +158,8 @@ class Settings:
             auth_token=_secret(env, "EXTENDER_AUTH_TOKEN_FILE", 16).decode() or None,
             signing_key=_secret(env, "EXTENDER_SIGNING_KEY_FILE", 16) or None,
             scheduler_name=get("EXTENDER_SCHEDULER_NAME", "schedtune-scheduler"),
-            threads=_number(env, "EXTENDER_THREADS", 4, int, 1, 256),
+            worker_connections=_number(env, "EXTENDER_WORKER_CONNECTIONS", 1000, int, 10,
+                                       100_000),
             reconcile_s=_number(env, "EXTENDER_RECONCILE_S", 300.0, float, 5, 86400),
             monitor_port=_number(env, "EXTENDER_MONITOR_PORT", 9100, int, 1, 65535),
         )  # fmt: skip
