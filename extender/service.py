@@ -6,11 +6,16 @@ Each verb reads once, asks the estimator once, lets a decision function of
     filter      assess (annotations, one snapshot read, needs per GPU type)
                 -> core.filtering.decide_filter -> store.record_filter (one write)
     prioritize  assess -> core.prioritizing.decide_scores (no write)
-    bind        store.filter_record -> snapshot of the node -> needs
-                -> core.binding.plan_reservation -> store.reserve -> binder -> confirm
+    bind        (api mode: the pod read from the API server, core.binding.check_live_pod)
+                -> store.filter_record -> snapshot of the node (core.binding.trusted_layout)
+                -> needs -> core.binding.plan_reservation -> store.reserve -> binder -> confirm
+    allocate    (Volcano) the same reservation, unconfirmed: the monitor confirms it when
+                it sees the pod bound there (`store.confirm_placement`)
+    deallocate  (Volcano) store.release_placement: only what allocate made on that node
 
-Pods without ``schedtune.io/model`` never reach Redis or the estimator. No HTTP
-and no wire shapes here.
+Pods without ``schedtune.io/model`` never reach Redis or the estimator; with a
+cluster, bind learns that from the pod itself, so it binds them with no Redis
+access at all. No HTTP and no wire shapes here.
 """
 
 from __future__ import annotations
@@ -21,15 +26,17 @@ from collections.abc import Callable, Iterable, Mapping
 
 from estimator.errors import EstimatorError
 from estimator.predict import Estimator, Job
-from extender.cluster.binders import RECORD_ONLY, BindTarget
+from extender.cluster.binders import RECORD_ONLY, BindTarget, PodReader
 from extender.core import binding, filtering, prioritizing
 from extender.core.annotations import AnnotationError, parse_demand
 from extender.core.job import Assessment, NotOurs, PodJob, Refused
+from extender.errors import Conflict
 from extender.model import (
-    UNKNOWN_TYPE, Need, NodeGpus, NodeState, PodDemand, PodInfo, type_of,
+    UNKNOWN_TYPE, FilterRecord, Need, NodeGpus, NodeState, PodDemand, PodInfo, Reservation,
+    type_of,
 )  # fmt: skip
 from extender.settings import Settings
-from extender.state.store import RedisStore
+from extender.state.store import KUBE_BIND, VOLCANO_ALLOCATE, RedisStore
 
 log = logging.getLogger(__name__)
 NodeLayoutsByName = Mapping[str, NodeGpus | None]  # None: the node watcher's layout
@@ -44,6 +51,8 @@ class Scheduler:
         self.estimator = estimator
         self.binder = binder
         self.clock = clock
+        # A binder that reads pods (the API server's) lets bind check the pod first.
+        self._pods = binder if isinstance(binder, PodReader) else None
 
     def filter(self, pod: PodInfo, nodes: NodeLayoutsByName) -> filtering.FilterDecision:
         decision = filtering.decide_filter(self._assess(pod, nodes), nodes, self.settings)
@@ -57,39 +66,82 @@ class Scheduler:
         return prioritizing.decide_scores(self._assess(pod, nodes), nodes, self.settings)
 
     def bind(self, pod: PodInfo, node: str) -> dict[str, str]:
-        """Reserve on the GPU prioritize costed, create the Binding, confirm. Idempotent per UID.
+        """Reserve on the GPU prioritize costed, create the Binding, confirm. Idempotent per
+        (UID, node): a pod reserved or bound on another node is refused.
 
+        With a cluster (a `PodReader` binder) the pod is read first: an unannotated one
+        is bound with no Redis access, an annotated one only through its filter record.
+        Without one, the filter record alone decides (none: bound as it is).
         Returns the annotations recorded on the pod (empty for pass-through pods).
-        Raises `Conflict` (no room any more), `BindFailed`, `StoreUnavailable`.
+        Raises `Conflict` (no room any more, placed elsewhere, not filtered, not our
+        pod), `BindFailed`, `StoreUnavailable`.
         """
-        return self._place(pod, node, self.binder)
+        if self._pods is not None:
+            live = self._pods.read_pod(pod.namespace, pod.name)
+            if binding.check_live_pod(pod, live, node, self.settings.scheduler_name):
+                return {}  # bound there already: a retry; the monitor keeps Redis true
+            if not live.annotated:
+                self.binder.bind(pod.namespace, pod.name, pod.uid, node, {})
+                return {}
+            filtered = self.store.filter_record(pod.uid)
+            if filtered is None:
+                raise Conflict(f"pod {pod.namespace}/{pod.name} carries schedtune.io/model "
+                               "but has no filter record (never filtered, or it expired): "
+                               "filter it first")
+            binding.check_demand(pod, live, filtered.demand)
+        else:
+            filtered = self.store.filter_record(pod.uid)
+            if filtered is None:  # never filtered as ours: bind it as it is
+                self.binder.bind(pod.namespace, pod.name, pod.uid, node, {})
+                return {}
+        return self._place(pod, node, filtered, KUBE_BIND, self.binder)
 
     def record_placement(self, pod: PodInfo, node: str) -> dict[str, str]:
-        """Reserve for a placement another component binds (Volcano's allocate event)."""
-        return self._place(pod, node, RECORD_ONLY)
-
-    def release(self, pod: PodInfo) -> None:
-        """Drop the pod's reservation (Volcano's deallocate event)."""
-        self.store.release(pod.uid)
-
-    def _place(self, pod: PodInfo, node: str, binder: BindTarget) -> dict[str, str]:
+        """Reserve for a placement Volcano binds itself (its allocate event), expiring after
+        `reservation_ttl_s` unless the monitor sees the pod bound there and confirms it.
+        Idempotent per (UID, node); nothing for a pod never filtered as ours."""
         filtered = self.store.filter_record(pod.uid)
-        if filtered is None:  # never filtered as ours: bind it as it is
-            binder.bind(pod.namespace, pod.name, pod.uid, node, {})
+        if filtered is None:
             return {}
+        return self._place(pod, node, filtered, VOLCANO_ALLOCATE, binder=None)
+
+    def release(self, pod: PodInfo, node: str) -> None:
+        """Volcano's deallocate event: drop only what its allocate reserved for the pod on
+        `node` and nobody confirmed (a kube-scheduler bind, a placement elsewhere or one
+        seen bound stay; the monitor releases those when the pod goes)."""
+        self.store.release_placement(pod.uid, node, VOLCANO_ALLOCATE)
+
+    def _place(self, pod: PodInfo, node: str, filtered: FilterRecord, source: str,
+               binder: BindTarget | None) -> dict[str, str]:
+        """Reserve for the pod on `node`, then bind and confirm; with no `binder` (someone
+        else binds) the reservation stays unconfirmed, expiring unless confirmed."""
         now = self.clock()
-        state = self.store.snapshot({node: filtered.layouts.get(node)}, now).nodes[node]
-        plan = binding.plan_reservation(pod, filtered.demand, state,
-                                        self._needs(filtered.demand, [state]), self.settings,
-                                        now, frozenset(filtered.held.get(node, ())))
-        reservation = self.store.reserve(plan.record, plan.candidates, now,
-                                         self.settings.reservation_ttl_s)
-        annotations = binding.pod_annotations(reservation, plan.need, self.settings.signing_key)
+        state = self.store.snapshot({node: filtered.layouts.get(node)}, now,
+                                    vet=binding.trusted_layout).nodes[node]
+        if state.gpus is None or not state.gpus.count:
+            # No layout to plan with (the record keeps passing nodes only, and a Volcano
+            # predicate keeps its node only): a retry of a placement made is still fine.
+            held = self.store.job(pod.uid)
+            if held is None or not binding.holds_live(held, node, now):
+                raise Conflict(f"node {node} has no known GPU layout; filter it first")
+            reservation = Reservation(pod.uid, node, held.gpu_index, new=False)
+            need = Need(held.reserved_mib, held.predicted_s)
+        else:
+            plan = binding.plan_reservation(pod, filtered.demand, state,
+                                            self._needs(filtered.demand, [state]),
+                                            self.settings, now,
+                                            frozenset(filtered.held.get(node, ())))
+            reservation = self.store.reserve(plan.record, plan.candidates, now,
+                                             self.settings.reservation_ttl_s, source)
+            need = plan.need
+        annotations = binding.pod_annotations(reservation, need, self.settings.signing_key)
+        if binder is None:
+            return annotations
         try:
             binder.bind(pod.namespace, pod.name, pod.uid, node, annotations)
         except Exception:
             if reservation.new:
-                self.store.release(pod.uid)
+                self.store.release_placement(pod.uid, node, source)
             raise
         if not self.store.confirm_bind(reservation, self.clock()):
             log.warning("reservation of %s expired before bind confirmed; monitor reconciles",

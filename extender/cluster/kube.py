@@ -1,8 +1,9 @@
 """Kubernetes API access (the only module that imports the kubernetes client).
 
 Cluster access is resolved the standard way: the in-cluster service account,
-else ``KUBECONFIG`` (or ~/.kube/config). `Binder` creates a pod's Binding and
-writes the reservation onto the pod as annotations; `watch_forever` follows a
+else ``KUBECONFIG`` (or ~/.kube/config). `Binder` reads a pod as the API server
+has it, creates a pod's Binding and writes the reservation onto the pod as
+annotations; `watch_forever` follows a
 resource for the node watcher and the monitor (list, then watch from the
 list's resourceVersion; on 410 Gone re-list; on a dropped connection
 reconnect with backoff).
@@ -20,7 +21,8 @@ import orjson
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
-from extender.errors import BindFailed
+from extender.core.binding import LivePod
+from extender.errors import BindFailed, Conflict
 
 log = logging.getLogger(__name__)
 WATCH_TIMEOUT_S = 300
@@ -42,10 +44,29 @@ def load_config(kubeconfig: str | None) -> bool:
 
 
 class Binder:
-    """Creates Bindings through the API server."""
+    """Reads pods and creates Bindings through the API server."""
 
     def __init__(self, api: client.CoreV1Api | None = None) -> None:
         self._api = api or client.CoreV1Api()
+
+    def read_pod(self, namespace: str, name: str) -> LivePod:
+        """One GET of the pod (its JSON, no model classes). Raises `Conflict` when it does
+        not exist, `BindFailed` when the API server cannot say."""
+        try:
+            response = self._api.read_namespaced_pod(name, namespace, _preload_content=False)
+        except ApiException as exc:
+            if exc.status == 404:
+                raise Conflict(f"pod {namespace}/{name} does not exist") from exc
+            raise BindFailed(f"reading pod {namespace}/{name}: {exc.status} {exc.reason}") from exc
+        try:
+            pod = orjson.loads(response.data)
+            meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+            annotations = meta.get("annotations") or {}
+            return LivePod(str(meta.get("uid") or ""), str(spec.get("schedulerName") or ""),
+                           str(spec.get("nodeName") or ""),
+                           {str(k): str(v) for k, v in annotations.items()})
+        except (orjson.JSONDecodeError, AttributeError, TypeError) as exc:
+            raise BindFailed(f"reading pod {namespace}/{name}: unreadable answer") from exc
 
     def bind(self, namespace: str, name: str, uid: str, node: str,
              annotations: Mapping[str, str]) -> None:

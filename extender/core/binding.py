@@ -4,6 +4,11 @@ The GPUs are tried in the order prioritize priced them (the cheapest, then the
 best fit: the GPU it scored comes first), leaving out the GPUs filter found
 held for a waiting pod with no room beside it. The store re-checks room
 atomically, so a GPU filled meanwhile is skipped there.
+
+What bind may believe: the layout it reserves against is the node watcher's
+(a request's claim only capped at it, or alone for a node the watcher never
+saw: `trusted_layout`); with a cluster, the pod as the API server has it
+(`check_live_pod`, `check_demand`), never the request's word alone.
 """
 
 from __future__ import annotations
@@ -11,17 +16,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from extender.core.annotations import AnnotationError, parse_demand
 from extender.core.room import usable_gpus
 from extender.core.signing import reservation_signature
 from extender.errors import Conflict
 from extender.model import (
     GPU,
+    MODEL,
     PREDICTED_S,
     RESERVED_MIB,
     SIGNATURE,
     JobRecord,
     Limits,
     Need,
+    NodeGpus,
     NodeState,
     PodDemand,
     PodInfo,
@@ -61,6 +69,11 @@ def plan_reservation(pod: PodInfo, demand: PodDemand, node: NodeState,
     return ReservationPlan(record, candidates, need)
 
 
+def holds_live(job: JobRecord, node: str, now: float) -> bool:
+    """Whether a stored reservation is on `node` and live (confirmed, or not expired)."""
+    return job.node == node and (job.expires_at == 0 or job.expires_at > now)
+
+
 def reservation_candidates(node: NodeState, need: Need, limits: Limits, policy: ScoringPolicy,
                            now: float, avoid: frozenset[int] = frozenset()
                            ) -> list[tuple[int, float, int]]:
@@ -86,3 +99,72 @@ def pod_annotations(reservation: Reservation, need: Need,
             signing_key, reservation.uid, reservation.node, annotations[GPU],
             annotations[RESERVED_MIB], annotations[PREDICTED_S])
     return annotations
+
+
+@dataclass(frozen=True)
+class LivePod:
+    """A pod as the API server has it at bind time. `node_name`: "" while unbound."""
+
+    uid: str
+    scheduler_name: str
+    node_name: str
+    annotations: Mapping[str, str]
+
+    @property
+    def annotated(self) -> bool:
+        """Ours to estimate and reserve for (unannotated pods pass through)."""
+        return MODEL in self.annotations
+
+
+def check_live_pod(pod: PodInfo, live: LivePod, node: str, scheduler_name: str) -> bool:
+    """Whether a bind request may go on for the pod the API server has; True when it is
+    already bound to `node` (a retried bind: nothing left to do).
+
+    Raises `Conflict` when the UID differs (the pod was replaced since), another
+    scheduler owns it, or it is bound to another node.
+    """
+    where = f"{pod.namespace}/{pod.name}"
+    if live.uid != pod.uid:
+        raise Conflict(f"pod {where} has uid {live.uid}, not {pod.uid}: refusing to bind it")
+    if live.scheduler_name != scheduler_name:
+        raise Conflict(f"pod {where} is scheduled by {live.scheduler_name!r}, not "
+                       f"{scheduler_name!r}: refusing to bind it")
+    if live.node_name and live.node_name != node:
+        raise Conflict(f"pod {where} is already bound to {live.node_name}; refusing to bind "
+                       f"it to {node}")
+    return live.node_name == node
+
+
+def check_demand(pod: PodInfo, live: LivePod, filtered: PodDemand) -> None:
+    """Raises `Conflict` unless the pod's annotations now ask for what filter estimated
+    (a filter body's word for a pod is not enough; annotations may also have changed)."""
+    try:
+        demand = parse_demand(PodInfo(pod.uid, pod.name, pod.namespace, live.annotations))
+    except AnnotationError as exc:
+        raise Conflict(f"pod {pod.namespace}/{pod.name}: {exc}") from exc
+    if demand != filtered:
+        raise Conflict(f"pod {pod.namespace}/{pod.name} asks for other than its filter "
+                       "record says (annotations changed, or the filter request was not "
+                       "this pod's): filter it again")
+
+
+def trusted_layout(claimed: NodeGpus | None, watched: NodeGpus | None) -> NodeGpus | None:
+    """The GPU layout bind may reserve against on a node.
+
+    `claimed`: what a filter request carried for it (full-nodes mode); `watched`:
+    the node watcher's (None: never seen). A node the watcher has seen gets its
+    product and type, and a claim is capped at it: never more GPUs, MiB per GPU
+    or pods per GPU than the watcher saw. Only a node it never saw takes a claim
+    as it is (there is nothing to check it against).
+    """
+    if watched is None or claimed is None or claimed == watched:
+        return watched or claimed
+    return NodeGpus(watched.product, watched.gpu_type, min(claimed.count, watched.count),
+                    min(claimed.memory_mib, watched.memory_mib),
+                    _fewer_slots(claimed.share_slots, watched.share_slots),
+                    watched.problem or claimed.problem)
+
+
+def _fewer_slots(a: int, b: int) -> int:
+    """The tighter of two `share_slots` (0: no slot limit, only memory)."""
+    return max(a, b) if 0 in (a, b) else min(a, b)

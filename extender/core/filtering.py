@@ -50,7 +50,8 @@ def decide_filter(assessment: Assessment, nodes: Mapping[str, NodeGpus | None],
     held = {name: tuple(blocked) for name in passing if holds
             and (blocked := held_from(snapshot.nodes[name], _need(snapshot.nodes[name], needs),
                                       limits, holds))}  # fmt: skip
-    layouts = {name: gpus for name, gpus in nodes.items() if gpus is not None}
+    # Bind comes only to a node that passed: keep no other layout (a large request's record).
+    layouts = {name: gpus for name in passing if (gpus := nodes[name]) is not None}
     waits = settings.hold_for and not passing and not all(v.unresolvable for v in verdicts.values())
     waiter = None
     if waits:

@@ -32,6 +32,9 @@ local current = redis.call('HGET', KEYS[1], 'queue')
 if current then
   local exp = tonumber(redis.call('HGET', KEYS[1], 'expires_at'))
   if exp == 0 or exp > now then
+    -- Idempotent per (uid, node) only: a live reservation elsewhere is never moved.
+    local here = 'st:gpu:' .. fields.node .. ':'
+    if string.sub(current, 1, #here) ~= here then return {'elsewhere', current} end
     redis.call('HDEL', 'st:waiting', uid)
     return {'exists', current}
   end
@@ -118,8 +121,17 @@ return 1
 """
 
 RELEASE = LIVE + """
-redis.call('HDEL', 'st:waiting', ARGV[1])
 local queue = redis.call('HGET', KEYS[1], 'queue')
+if ARGV[2] then
+  -- Scoped: only an unconfirmed reservation of that source on that node (ARGV[2] is the
+  -- node's queue prefix, ARGV[3] the source).
+  if not queue or string.sub(queue, 1, #ARGV[2]) ~= ARGV[2]
+      or redis.call('HGET', KEYS[1], 'source') ~= ARGV[3]
+      or redis.call('HGET', KEYS[1], 'state') ~= 'reserved' then
+    return nil
+  end
+end
+redis.call('HDEL', 'st:waiting', ARGV[1])
 if not queue then return nil end
 local record = redis.call('HGETALL', KEYS[1])
 redis.call('ZREM', queue, ARGV[1])
@@ -127,6 +139,17 @@ redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('DEL', KEYS[1])
 touch(queue)
 return record
+"""
+
+CONFIRM_PLACEMENT = LIVE + """
+local queue = redis.call('HGET', KEYS[1], 'queue')
+if not queue or string.sub(queue, 1, #ARGV[1]) ~= ARGV[1] then return 0 end
+local exp = tonumber(redis.call('HGET', KEYS[1], 'expires_at'))
+if exp == 0 then return 1 end
+if exp <= tonumber(ARGV[2]) then return 0 end
+redis.call('HSET', KEYS[1], 'state', 'bound', 'expires_at', '0')
+touch(queue)
+return 1
 """
 
 MARK_RUNNING = LIVE + """

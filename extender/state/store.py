@@ -13,11 +13,14 @@ Key layout (human readable; every key is built by the helpers below):
     st:job:{uid}            hash    one reservation: pod, namespace, model, task, node,
                                     gpu_index, reserved_mib, predicted_s, state
                                     (reserved|bound|running), reserved_at, started_at,
-                                    expires_at (0 = none), queue
+                                    expires_at (0 = none), queue, source (who reserved:
+                                    kube = a kube-scheduler bind, volcano = Volcano's
+                                    allocate; absent on adopted placements)
     st:jobs                 zset    every reserved pod UID, scored by reservation time
     st:demand:{uid}         string  JSON: what filter kept for bind (`FilterRecord`: the
-                                    decoded demand, the request's node layouts, held GPUs;
-                                    expires after `demand_ttl_s`)
+                                    decoded demand; the layouts the request carried for
+                                    the passing nodes, grouped as [[layout row, [node
+                                    names]], ...]; held GPUs; expires after `demand_ttl_s`)
     st:observations         stream  finished runs (model, task, batch, units, gpu_type,
                                     seconds, oom, outcome)
     st:ooms                 set     OOM kills seen, one member per pod/container/restart
@@ -39,7 +42,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -63,10 +66,18 @@ OBSERVATIONS_KEY = "st:observations"
 OOMS_KEY = "st:ooms"
 WAITING_KEY = "st:waiting"
 OBSERVATIONS_MAXLEN = 100_000
+LayoutRule = Callable[[NodeGpus | None, NodeGpus | None], NodeGpus | None]
+KUBE_BIND = "kube"  # a reservation's source: kube-scheduler's bind verb
+VOLCANO_ALLOCATE = "volcano"  # Volcano's allocate event (only its deallocate may drop it)
 
 
 def gpu_key(node: str, index: int) -> str:
     return f"st:gpu:{node}:{index}"
+
+
+def node_queue_prefix(node: str) -> str:
+    """What every GPU queue key of `node` starts with (node names hold no ':')."""
+    return f"st:gpu:{node}:"
 
 
 def job_key(uid: str) -> str:
@@ -85,6 +96,7 @@ class RedisStore:
         self._reserve = client.register_script(lua.RESERVE)
         self._changes = client.register_script(lua.CHANGES)
         self._confirm = client.register_script(lua.CONFIRM)
+        self._confirm_placement = client.register_script(lua.CONFIRM_PLACEMENT)
         self._release = client.register_script(lua.RELEASE)
         self._mark_running = client.register_script(lua.MARK_RUNNING)
         self._adopt = client.register_script(lua.ADOPT)
@@ -102,15 +114,22 @@ class RedisStore:
     def ping(self) -> bool:
         return bool(self._call(self._redis.ping))
 
-    def snapshot(self, nodes: Mapping[str, NodeGpus | None], now: float) -> ClusterSnapshot:
+    def snapshot(self, nodes: Mapping[str, NodeGpus | None], now: float,
+                 vet: LayoutRule | None = None) -> ClusterSnapshot:
         """A frozen read of the named nodes' queues and of the waiters (one round trip while
-        node layouts are unchanged). A layout of None is read from the node watcher's hash."""
+        node layouts are unchanged). A layout of None is read from the node watcher's hash.
+
+        `vet(claimed, watched)`, when given, decides each node's layout from the one
+        named (claimed by a request) and the node watcher's (None: never seen)."""
         with self._mirror_lock:
             nodes_rev, waiting = self._sync_mirror()
-            watched = self._layouts(nodes_rev) if None in nodes.values() else {}
+            watches = vet is not None or None in nodes.values()
+            watched = self._layouts(nodes_rev) if watches else {}
+            layouts = {name: vet(layout, watched.get(name)) if vet is not None
+                       else layout or watched.get(name) for name, layout in nodes.items()}
             mirror = self._mirror
-            states = {name: mirror.node_state(name, layout or watched.get(name), now)
-                      for name, layout in nodes.items()}  # fmt: skip
+            states = {name: mirror.node_state(name, layout, now)
+                      for name, layout in layouts.items()}  # fmt: skip
         return ClusterSnapshot(now=now, nodes=states, waiting=_live_waiters(waiting, now))
 
     def _sync_mirror(self) -> tuple[str, list[str]]:
@@ -133,18 +152,21 @@ class RedisStore:
         return nodes_rev, waiting
 
     def reserve(self, record: JobRecord, candidates: Iterable[tuple[int, float, int]],
-                now: float, ttl_s: float) -> Reservation:
+                now: float, ttl_s: float, source: str = KUBE_BIND) -> Reservation:
         """Reserve `record.reserved_mib` on the first candidate GPU that takes it, expiring
-        after `ttl_s` unless confirmed (0: never).
+        after `ttl_s` unless confirmed (0: never); `source` records who asked.
 
         `candidates`: (gpu index, capacity MiB, collocation limit) in preference
-        order. A pod that already holds a live reservation keeps it (`new` False:
-        idempotent). Raises `Conflict` when no candidate has room any more.
+        order. Idempotent per (uid, node): a pod that already holds a live
+        reservation on `record.node` keeps it (`new` False). Raises `Conflict`
+        when no candidate has room any more, or when the pod holds a live
+        reservation on another node (never moved: one pod, one placement).
         """
         cands = list(candidates)
         keys = [job_key(record.uid), JOBS_KEY, *(gpu_key(record.node, i) for i, _, _ in cands)]
         fields = {k: v for k, v in asdict(record).items()
                   if k not in ("gpu_index", "reserved_mib", "reserved_at", "expires_at")}
+        fields["source"] = source
         args: list[Any] = [now, ttl_s, record.reserved_mib, orjson.dumps(fields)]
         for index, capacity, limit in cands:
             args += [index, capacity, limit]
@@ -154,6 +176,9 @@ class RedisStore:
                            f"padded any more (gpu:used MiB:jobs {detail}); the pod will be "
                            "retried")
         node, _, index = str(detail).removeprefix("st:gpu:").rpartition(":")
+        if status == "elsewhere":
+            raise Conflict(f"pod {record.uid} already holds a reservation on node {node} "
+                           f"(GPU {index}); refusing to place it on {record.node} too")
         return Reservation(record.uid, node, int(index), new=status == "reserved")
 
     def confirm_bind(self, reservation: Reservation, now: float) -> bool:
@@ -161,12 +186,28 @@ class RedisStore:
         queue = gpu_key(reservation.node, reservation.gpu_index)
         return bool(self._call(self._confirm, keys=[job_key(reservation.uid)], args=[queue, now]))
 
+    def confirm_placement(self, uid: str, node: str, now: float) -> bool:
+        """Mark the pod's reservation bound (no expiry) if it is on `node` and live: for the
+        monitor, once it sees the pod bound there (Volcano binds the pods it allocated).
+        True when it is (or already was) confirmed; False when the pod holds none there
+        (none, expired, or on another node)."""
+        return bool(self._call(self._confirm_placement, keys=[job_key(uid)],
+                               args=[node_queue_prefix(node), now]))
+
     def mark_running(self, uid: str, started_at: float) -> bool:
         return bool(self._call(self._mark_running, keys=[job_key(uid)], args=[started_at]))
 
     def release(self, uid: str) -> JobRecord | None:
         """Remove a reservation; returns what was released (None if there was none)."""
         pairs = self._call(self._release, keys=[job_key(uid), JOBS_KEY], args=[uid])
+        return _job_from_pairs(pairs) if pairs else None
+
+    def release_placement(self, uid: str, node: str, source: str) -> JobRecord | None:
+        """Remove the pod's reservation only if `source` made it, on `node`, and it is not
+        confirmed yet (Volcano's deallocate: a placement it tentatively allocated and is
+        taking back). Anything else stays; returns what was released, else None."""
+        pairs = self._call(self._release, keys=[job_key(uid), JOBS_KEY],
+                           args=[uid, node_queue_prefix(node), source])
         return _job_from_pairs(pairs) if pairs else None
 
     def adopt(self, record: JobRecord, capacity_mib: float, limit: int,
@@ -249,8 +290,11 @@ class RedisStore:
         """Keep what filter decided for bind (expires after `ttl_s`) and, for a pod that fit
         nowhere, record or refresh it as a waiter until `now + wait_ttl_s` (expired or
         unreadable waiters go): one transaction, one round trip."""
-        demand = {"demand": asdict(record.demand),
-                  "layouts": {n: layout.as_row() for n, layout in record.layouts.items()}}
+        groups: dict[tuple[Any, ...], list[str]] = {}  # most nodes share a few layouts
+        for name, layout in record.layouts.items():
+            groups.setdefault(layout.as_row(), []).append(name)
+        demand: dict[str, Any] = {"demand": asdict(record.demand),
+                                  "groups": [[row, names] for row, names in groups.items()]}
         if record.held:
             demand["held"] = {n: list(indices) for n, indices in record.held.items()}
         pipe = self._redis.pipeline(transaction=True)
@@ -272,7 +316,7 @@ class RedisStore:
             stored = orjson.loads(raw)
             return FilterRecord(
                 PodDemand(**stored["demand"]),
-                {n: NodeGpus(*row) for n, row in stored.get("layouts", {}).items()},
+                {n: NodeGpus(*row) for row, names in stored.get("groups", ()) for n in names},
                 {n: tuple(int(i) for i in held) for n, held in stored.get("held", {}).items()})
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             return None

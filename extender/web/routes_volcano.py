@@ -35,7 +35,8 @@ def prioritize() -> Response:
 @bp.post("/allocate")
 @timed("volcano_allocate")
 def allocate() -> Response:
-    """Volcano placed the task (and binds it itself): hold its reservation."""
+    """Volcano placed the task (and binds it itself): hold its reservation until the monitor
+    sees the pod bound there (else it expires). Another node for the same task: refused."""
     args = wire_volcano.decode_event(read_json())
     scheduler().record_placement(args.pod, args.node_name)
     return respond({})
@@ -44,8 +45,9 @@ def allocate() -> Response:
 @bp.post("/deallocate")
 @timed("volcano_deallocate")
 def deallocate() -> Response:
+    """Volcano took the task back: drop what its allocate reserved on that node, nothing else."""
     args = wire_volcano.decode_event(read_json())
-    scheduler().release(args.pod)
+    scheduler().release(args.pod, args.node_name)
     return respond({})
 
 

@@ -9,7 +9,7 @@ import redis
 from extender.errors import Conflict
 from extender.model import FilterRecord, JobRecord, NodeGpus, PodDemand, Reservation, Waiter
 from extender.state.embedded_redis import EmbeddedRedis
-from extender.state.store import RedisStore
+from extender.state.store import KUBE_BIND, VOLCANO_ALLOCATE, RedisStore
 
 LAYOUT = NodeGpus("NVIDIA-GeForce-RTX-3090", "RTX-3090", 2, 24576)
 
@@ -54,6 +54,59 @@ def test_same_pod_is_never_reserved_twice(store: RedisStore) -> None:
     assert store.job_uids() == ["a"]
 
 
+def test_a_pod_holds_one_placement_idempotent_per_node(store: RedisStore) -> None:
+    cands = [(0, 24576.0, 4)]
+    store.reserve(_job("a", node="n1"), cands, now=100, ttl_s=60)
+    assert store.reserve(_job("a", node="n1"), cands, 101, 60) == Reservation("a", "n1", 0, False)
+    with pytest.raises(Conflict, match="already holds a reservation on node n1 .GPU 0.; "
+                                       "refusing to place it on n10 too"):
+        store.reserve(_job("a", node="n10"), cands, now=101, ttl_s=60)  # n1 is a prefix of n10
+    assert store.job("a").node == "n1" and store.job_uids() == ["a"]
+    # Expired, never confirmed: the pod may be placed anew elsewhere.
+    assert store.reserve(_job("a", node="n2"), cands, 161, 60) == Reservation("a", "n2", 0, True)
+    assert store.queues() == {("n2", 0): ["a"]}  # the empty n1 queue is gone
+
+
+def test_confirm_placement_confirms_only_a_live_reservation_on_that_node(store, redis_client
+                                                                        ) -> None:
+    store.reserve(_job("a"), [(1, 24576.0, 4)], now=100, ttl_s=60, source=VOLCANO_ALLOCATE)
+    assert redis_client.hget("st:job:a", "source") == "volcano"
+    assert not store.confirm_placement("a", "n2", now=110)
+    assert not store.confirm_placement("a", "n", now=110)  # a prefix of n1 is not n1
+    assert not store.confirm_placement("nobody", "n1", now=110)
+    assert not store.confirm_placement("a", "n1", now=160)  # expired
+    assert store.confirm_placement("a", "n1", now=159)
+    job = store.job("a")
+    assert job.state == "bound" and job.expires_at == 0 and job.gpu_index == 1
+    assert store.confirm_placement("a", "n1", now=10_000)  # already confirmed: still True
+
+
+def test_release_placement_takes_back_only_its_own_unconfirmed_allocation(store) -> None:
+    cands = [(0, 24576.0, 4)]
+    store.reserve(_job("kube"), cands, now=100, ttl_s=60)  # a kube-scheduler bind
+    store.reserve(_job("vc"), cands, now=100, ttl_s=60, source=VOLCANO_ALLOCATE)
+    assert store.release_placement("kube", "n1", VOLCANO_ALLOCATE) is None
+    assert store.release_placement("vc", "n2", VOLCANO_ALLOCATE) is None
+    assert store.release_placement("vc", "n1", KUBE_BIND) is None
+    assert store.release_placement("nobody", "n1", VOLCANO_ALLOCATE) is None
+    assert store.release_placement("vc", "n1", VOLCANO_ALLOCATE).uid == "vc"
+    store.reserve(_job("seen"), cands, now=100, ttl_s=60, source=VOLCANO_ALLOCATE)
+    assert store.confirm_placement("seen", "n1", now=101)
+    assert store.release_placement("seen", "n1", VOLCANO_ALLOCATE) is None  # bound: stays
+    assert sorted(store.job_uids()) == ["kube", "seen"]
+
+
+def test_snapshot_vets_layouts_against_the_node_watchers(store: RedisStore) -> None:
+    store.put_node("n1", LAYOUT)
+    claimed = NodeGpus("NVIDIA-GeForce-RTX-3090", "RTX-3090", 8, 1 << 20)
+    def smaller(c: NodeGpus | None, w: NodeGpus | None) -> NodeGpus | None:
+        return min(c, w, key=lambda g: g.memory_mib) if c and w else c or w
+
+    snap = store.snapshot({"n1": claimed, "n2": claimed, "n3": None}, now=1, vet=smaller)
+    assert snap.nodes["n1"].gpus == LAYOUT and snap.nodes["n2"].gpus == claimed
+    assert snap.nodes["n3"].gpus is None
+
+
 def test_unconfirmed_reservation_expires_and_confirmed_one_stays(store: RedisStore) -> None:
     cands = [(0, 24576.0, 4)]
     left = store.reserve(_job("left"), cands, now=100, ttl_s=60)
@@ -91,6 +144,15 @@ def test_snapshot_is_a_read_and_the_filter_record_one_write(store, redis_client)
     assert store.filter_record("never-filtered") is None
     redis_client.set("st:demand:bad", b"{not json")
     assert store.filter_record("bad") is None
+
+
+def test_the_filter_record_stores_each_layout_once(store, redis_client) -> None:
+    demand = PodDemand("p", "train", "ml", "resnet50", "train", 32, 1)
+    other = NodeGpus("Tesla-T4", "T4", 1, 15360, share_slots=4)
+    layouts = {f"node-{i:03d}": LAYOUT if i % 3 else other for i in range(300)}
+    store.record_filter(FilterRecord(demand, layouts), ttl_s=30)
+    assert store.filter_record("p") == FilterRecord(demand, layouts)
+    assert redis_client.get("st:demand:p").count("RTX-3090") == 2  # product and type, once
 
 
 def test_snapshot_reads_node_watcher_layouts(store: RedisStore) -> None:
