@@ -14,13 +14,22 @@ local function touch(queue)
   end
   redis.call('ZADD', 'st:changed', redis.call('INCR', 'st:rev'), queue)
 end
-local function live_mib(uid, now)
-  local k = 'st:job:' .. uid
-  local exp = redis.call('HGET', k, 'expires_at')
-  if not exp then return nil end
-  exp = tonumber(exp)
+local function expiry(key)
+  local exp = tonumber(redis.call('HGET', key, 'expires_at')) or 0
+  if exp ~= exp then return 0 end
+  return exp
+end
+-- What a queue member holds, as the workers' mirrors count it: nil once gone or expired;
+-- an unreadable or impossible reservation fills the GPU, an unreadable expiry never expires.
+local function held_mib(uid, now, cap)
+  local f = redis.call('HMGET', 'st:job:' .. uid, 'reserved_mib', 'expires_at')
+  if not f[1] then return nil end
+  local exp = tonumber(f[2]) or 0
+  if exp ~= exp then exp = 0 end
   if exp > 0 and exp <= now then return nil end
-  return tonumber(redis.call('HGET', k, 'reserved_mib'))
+  local mib = tonumber(f[1])
+  if not mib or mib ~= mib or mib <= 0 or mib > cap then mib = cap end
+  return mib
 end
 """
 
@@ -30,7 +39,7 @@ local fields = cjson.decode(ARGV[4])
 local uid = fields.uid
 local current = redis.call('HGET', KEYS[1], 'queue')
 if current then
-  local exp = tonumber(redis.call('HGET', KEYS[1], 'expires_at'))
+  local exp = expiry(KEYS[1])
   if exp == 0 or exp > now then
     -- Idempotent per (uid, node) only: a live reservation elsewhere is never moved.
     local here = 'st:gpu:' .. fields.node .. ':'
@@ -48,7 +57,7 @@ for c = 3, #KEYS do
   local index, cap, limit = ARGV[base], tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2])
   local used, count, pruned = 0, 0, false
   for _, other in ipairs(redis.call('ZRANGE', KEYS[c], 0, -1)) do
-    local mib = live_mib(other, now)
+    local mib = held_mib(other, now, cap)
     if mib then
       used = used + mib
       count = count + 1
@@ -113,7 +122,7 @@ return 1
 
 CONFIRM = LIVE + """
 if redis.call('HGET', KEYS[1], 'queue') ~= ARGV[1] then return 0 end
-local exp = tonumber(redis.call('HGET', KEYS[1], 'expires_at'))
+local exp = expiry(KEYS[1])
 if exp > 0 and exp <= tonumber(ARGV[2]) then return 0 end
 redis.call('HSET', KEYS[1], 'state', 'bound', 'expires_at', '0')
 touch(ARGV[1])
@@ -144,7 +153,7 @@ return record
 CONFIRM_PLACEMENT = LIVE + """
 local queue = redis.call('HGET', KEYS[1], 'queue')
 if not queue or string.sub(queue, 1, #ARGV[1]) ~= ARGV[1] then return 0 end
-local exp = tonumber(redis.call('HGET', KEYS[1], 'expires_at'))
+local exp = expiry(KEYS[1])
 if exp == 0 then return 1 end
 if exp <= tonumber(ARGV[2]) then return 0 end
 redis.call('HSET', KEYS[1], 'state', 'bound', 'expires_at', '0')
@@ -173,25 +182,18 @@ end
 redis.call('HDEL', 'st:waiting', fields.uid)
 local current = redis.call('HGET', KEYS[1], 'queue')
 if current == KEYS[3] then
-  if (tonumber(redis.call('HGET', KEYS[1], 'expires_at')) or 0) > 0 then
+  if expiry(KEYS[1]) > 0 then
     redis.call('HSET', KEYS[1], 'state', fields.state, 'expires_at', '0')
     touch(current)
   end
   return {'exists', ''}
 end
--- What the GPU holds without this pod, as the workers' mirrors count it: an unreadable
--- or impossible reservation fills the GPU; an unreadable expiry never expires.
+-- What the GPU holds without this pod.
 local now = tonumber(ARGV[4])
 local used, count = 0, 0
 for _, other in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
-  local f = redis.call('HMGET', 'st:job:' .. other, 'reserved_mib', 'expires_at')
-  local exp = tonumber(f[2]) or 0
-  if exp ~= exp then exp = 0 end
-  if other ~= fields.uid and f[1] and (exp <= 0 or exp > now) then
-    local mib = tonumber(f[1])
-    if not mib or mib ~= mib or mib <= 0 or mib > cap then mib = cap end
-    used, count = used + mib, count + 1
-  end
+  local mib = other ~= fields.uid and held_mib(other, now, cap)
+  if mib then used, count = used + mib, count + 1 end
 end
 local status = 'adopted'
 if current then

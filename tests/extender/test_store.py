@@ -243,3 +243,20 @@ def test_node_watcher_runs_as_its_own_process_and_says_when_there_is_no_cluster(
     assert start_in_background(Settings(node_watch=False)) is None
     watcher = start_in_background(Settings())
     assert watcher is not None and watcher.wait(timeout=60) == 0
+
+
+def test_unreadable_values_in_a_job_never_break_a_reservation_nor_make_room(
+        store, redis_client) -> None:
+    cands = [(0, 24576.0, 4)]
+    store.confirm_bind(store.reserve(_job("bad"), cands, now=100, ttl_s=60), now=101)
+    redis_client.hset("st:job:bad", mapping={"expires_at": "nan", "reserved_mib": "garbage"})
+    # The unreadable reservation fills the GPU (never makes room) and never expires.
+    with pytest.raises(Conflict, match="no GPU on n1 has room"):
+        store.reserve(_job("next", 100), cands, now=10_000, ttl_s=60)
+    redis_client.hset("st:job:bad", "reserved_mib", "1e400")  # inf: fills it too
+    with pytest.raises(Conflict):
+        store.reserve(_job("next", 100), cands, now=10_000, ttl_s=60)
+    assert store.reserve(_job("bad"), cands, now=10_000, ttl_s=60).new is False  # no error
+    redis_client.hset("st:job:bad", "reserved_mib", "1000")  # readable again: counted as such
+    assert store.reserve(_job("next", 100), cands, now=10_000, ttl_s=60).new
+    assert store.release("bad") is not None
