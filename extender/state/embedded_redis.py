@@ -20,6 +20,10 @@ from extender.state.store import RedisStore
 
 SOCKET_NAME = "redis.sock"
 START_TIMEOUT_S = 10.0
+# As k8s/redis.yaml: evict only keys with a TTL (filter records, st:demand:*), shortest
+# first; reservations, queues and layouts have none, so they are never evicted.
+MAXMEMORY = "512mb"
+MAXMEMORY_POLICY = "volatile-ttl"
 
 
 class EmbeddedRedis:
@@ -54,6 +58,7 @@ class EmbeddedRedis:
             "--dir", str(self.directory), "--dbfilename", "dump.rdb",
             "--appendonly", "yes" if self.appendonly else "no", "--appendfsync", "everysec",
             "--save", "", "--daemonize", "no", "--logfile", str(self.directory / "redis.log"),
+            "--maxmemory", MAXMEMORY, "--maxmemory-policy", MAXMEMORY_POLICY,
         ]  # fmt: skip
         self._process = subprocess.Popen(command, stdout=subprocess.DEVNULL,
                                          stderr=subprocess.DEVNULL)

@@ -17,6 +17,7 @@ from flask import Flask, Response
 
 from estimator.predict import Estimator
 from extender import logs, metrics
+from extender.web import auth
 from extender.web import routes_kube
 from extender.web import routes_volcano
 from extender.state.embedded_redis import open_store
@@ -48,6 +49,7 @@ def create_app(settings: Settings | None = None, binder: BindTarget | None = Non
     app.extensions["schedtune.node_layouts"] = NodeLayouts()
     app.register_blueprint(routes_kube.bp)
     app.register_blueprint(routes_volcano.bp)
+    auth.install(app, settings.auth_token, routes_kube.bp, routes_volcano.bp)
 
     @app.get("/healthz")
     def healthz() -> Response:
@@ -68,6 +70,7 @@ def create_app(settings: Settings | None = None, binder: BindTarget | None = Non
 
     log.info("extender ready", extra={"redis": settings.store_url.split("@")[-1],
                                       "bind_mode": settings.bind_mode,
+                                      "client_auth": auth.describe(settings),
                                       "design": settings.estimator_design})
     return app
 
