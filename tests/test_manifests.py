@@ -25,7 +25,7 @@ NOT_IN_KUSTOMIZATION = {"kustomization.yaml", "scheduler-config.yaml",
 # (API group, resource, verb) each process's code calls, nothing more.
 GRANTS = {
     "schedtune-extender": {("", "pods", "get"), ("", "pods", "patch"),
-                           ("", "pods/binding", "create"), ("", "events", "create")},
+                           ("", "pods/binding", "create")},
     "schedtune-monitor": {("", "pods", "list"), ("", "pods", "watch"), ("", "pods", "patch"),
                           ("", "events", "create")},
     "schedtune-node-watch": {("", "nodes", "list"), ("", "nodes", "watch")},
