@@ -1,10 +1,10 @@
 """The Flask app factory, served by `schedtune serve`, i.e.
 `gunicorn -c extender/web/gunicorn.conf.py 'extender.web.app:create_app()'`.
 
-Each worker builds its own app: settings validated once, the estimator's
-artefacts loaded once (read-only) and every profiled job predicted up front,
-a Redis client; all mutable state lives in Redis. No app object exists at
-import time.
+gunicorn's master builds the app before it listens (settings validated once,
+the estimator's artefacts loaded read-only and every profiled job predicted up
+front, a Redis client) and its workers fork with it; all mutable state lives in
+Redis. No app object exists at import time.
 """
 
 from __future__ import annotations
