@@ -22,6 +22,8 @@ GPU = ANNOTATION_PREFIX + "gpu"
 RESERVED_MIB = ANNOTATION_PREFIX + "reserved-mib"
 PREDICTED_S = ANNOTATION_PREFIX + "predicted-seconds"
 SIGNATURE = ANNOTATION_PREFIX + "reservation-signature"  # HMAC of the three above, uid, node
+# Written by the monitor on a waiting pod that now fits: kube-scheduler retries it at once.
+REQUEUED_AT = ANNOTATION_PREFIX + "requeued-at"
 
 # GPU Feature Discovery labels and extended resources.
 LABEL_PRODUCT = "nvidia.com/gpu.product"

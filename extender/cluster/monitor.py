@@ -48,14 +48,13 @@ from extender.metrics import (
     RELEASES, WAITERS_REQUEUED,
 )  # fmt: skip
 from extender.model import (
-    ANNOTATION_PREFIX, GPU, PREDICTED_S, RESERVED_MIB, SIGNATURE, JobRecord, NodeState, PodInfo,
+    GPU, PREDICTED_S, REQUEUED_AT, RESERVED_MIB, SIGNATURE, JobRecord, NodeState, PodInfo,
     type_of,
 )  # fmt: skip
 from extender.settings import Settings
 from extender.state.store import RedisStore
 
 log = logging.getLogger(__name__)
-REQUEUED_AT = ANNOTATION_PREFIX + "requeued-at"  # written on a waiting pod that now fits
 # (namespace, name, uid, now): update the waiting pod so kube-scheduler retries it now.
 Requeue = Callable[[str, str, str, float], None]
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from extender.web.http_io import MAX_JSON_DEPTH, json_depth
 from tests.builders import bind_args, filter_args, make_node, make_pod, volcano_node, volcano_task
-from tests.extender.test_adversarial import redis_state
+from tests.extender.web.test_adversarial import redis_state
 
 # The body that killed a worker with SIGSEGV in orjson 3.8.3 (360 KB).
 DEEP_OBJECTS = '{"a":' * 60000 + "1" + "}" * 60000

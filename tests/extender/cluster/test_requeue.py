@@ -20,7 +20,7 @@ from extender.model import FilterRecord, JobRecord, Limits, NodeGpus, PodDemand,
 from extender.settings import Settings
 from tests.builders import bind_args, filter_args, make_node, make_pod
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "pod-watch"
+DATA = Path(__file__).resolve().parents[2] / "data" / "pod-watch"
 BIG = make_node("big", "NVIDIA-GeForce-RTX-3090", memory_mib=24576, replicas=4)
 SMALL = make_node("small", "NVIDIA-GeForce-RTX-3070", memory_mib=8192, replicas=4)
 BIG_LAYOUT = NodeGpus("NVIDIA-GeForce-RTX-3090", "RTX-3090", 1, 24576, share_slots=4)

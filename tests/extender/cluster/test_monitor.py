@@ -13,9 +13,9 @@ from extender.cluster.monitor import Monitor, pod_facts
 from extender.core.signing import reservation_signature
 from extender.model import GPU, PREDICTED_S, RESERVED_MIB, SIGNATURE, NodeGpus
 from extender.settings import Settings
-from tests.extender.recorded_api import DROP, RecordedApi
+from tests.extender.cluster.recorded_api import DROP, RecordedApi
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "pod-watch"
+DATA = Path(__file__).resolve().parents[2] / "data" / "pod-watch"
 NODE = "gpu-a"
 # The recorded node shares its GPUs by time-slicing (two jobs on GPU 0 at once).
 LAYOUT = NodeGpus("NVIDIA-GeForce-RTX-3090", "RTX-3090", 2, 24576, share_slots=4)
