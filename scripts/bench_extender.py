@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,12 +23,17 @@ from pathlib import Path
 
 import requests
 
-from extender.state.embedded_redis import EmbeddedRedis
-from extender.model import JobRecord
-from extender.wire.builders import gfd_node, pod_object
-from extender.wire.kube import encode_extender_args
-from extender.wire.node_labels import gpus_from_node
-from extender.state.store import RedisStore
+# Run as `python scripts/bench_extender.py`, Python puts scripts/ first on the path, where
+# scripts/chaos.py would shadow the `chaos` package: the checkout goes before it.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from chaos.processes import free_port  # noqa: E402
+from extender.state.embedded_redis import EmbeddedRedis  # noqa: E402
+from extender.model import JobRecord  # noqa: E402
+from extender.wire.builders import gfd_node, pod_object  # noqa: E402
+from extender.wire.kube import encode_extender_args  # noqa: E402
+from extender.wire.node_labels import gpus_from_node  # noqa: E402
+from extender.state.store import RedisStore  # noqa: E402
 
 PRODUCTS = [("NVIDIA-GeForce-RTX-3090", 24576), ("NVIDIA-A100-SXM4-40GB", 40960),
             ("Tesla-T4", 15360), ("NVIDIA-H100-80GB-HBM3", 81559), ("NVIDIA-L4", 23034)]
@@ -107,12 +111,6 @@ def occupy(store: RedisStore, nodes: list[dict], fraction: float, rng: random.Ra
             store.mark_running(uid, time.time())
             placed += 1
     return placed
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def serve(app: str, port: int, env: dict[str, str]) -> subprocess.Popen:

@@ -1,0 +1,37 @@
+"""scripts/chaos.py end to end: a short run on real processes (two replicas on one Redis;
+the long run is `schedtune chaos --json`) executes what it was asked and holds every
+invariant."""
+
+from __future__ import annotations
+
+import json
+
+from scripts import chaos
+
+
+def test_short_chaos_run_executes_what_it_was_asked_and_holds_every_invariant(capsys) -> None:
+    # The restart budget is loose here (a test machine under load); the full run enforces 2 s.
+    code = chaos.main(["--fuzz", "300", "--binds", "400", "--redis-kills", "2",
+                       "--replica-kills", "1", "--slow-hold-s", "3", "--restart-budget-s", "30",
+                       "--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert result["failures"] == [] and result["ok"] and code == 0, result["failures"]
+    asked, executed = result["asked"], result["executed"]
+    assert asked["hostile_requests"] == 300 and executed["hostile_requests"] == 300
+    assert asked["racing_bind_answers"] == 400 and executed["racing_bind_answers"] >= 400
+    assert executed["redis_kills"] == 2 and executed["replica_kills"] == 1
+    assert executed["slow_clients"] == 4 and executed["replicas_receiving_binds"] == 2
+    assert all(executed[key] >= n for key, n in asked.items())
+    kinds = result["hostile"]["by_kind"]
+    for kind in ("deep_json", "huge_number", "bad_names", "unauthenticated", "mutated",
+                 "fake_layout", "second_bind", "deallocate_kube_bind", "made_up_allocate",
+                 "unauthenticated_bind", "unauthenticated_filter"):
+        assert kinds.get(kind, 0) > 0, kind
+    figures = result["figures"]
+    assert figures["server_errors"] == figures["crashed_workers"] == figures["overcommits"] == 0
+    assert figures["double_reservations"] == figures["lost_reservations"] == 0
+    assert figures["lost_reservations_after_redis_kill"] == 0
+    assert len(result["redis_kills"]["kills"]) == 2 and len(result["replica_kills"]["kills"]) == 1
+    assert 0 < figures["restart_to_first_good_answer_s"]["max"] < 30
+    assert result["slow_clients"]["well_formed_sent_while_held"] > 0
+    assert result["thread_deaths"] == []
