@@ -297,13 +297,15 @@ class RedisStore:
                                   "groups": [[row, names] for row, names in groups.items()]}
         if record.held:
             demand["held"] = {n: list(indices) for n, indices in record.held.items()}
+        key, payload = demand_key(record.demand.uid), orjson.dumps(demand)
+        if waiter is None:  # the common case: one command, no transaction needed
+            self._call(self._redis.set, key, payload, ex=ttl_s)
+            return
+        entry = {"uid": waiter.uid, "pod": waiter.pod, "since": waiter.since,
+                 "expires_at": now + wait_ttl_s, "needs": waiter.needs}
         pipe = self._redis.pipeline(transaction=True)
-        pipe.set(demand_key(record.demand.uid), orjson.dumps(demand), ex=ttl_s)
-        if waiter is not None:
-            entry = {"uid": waiter.uid, "pod": waiter.pod, "since": waiter.since,
-                     "expires_at": now + wait_ttl_s, "needs": waiter.needs}
-            self._wait(keys=[WAITING_KEY], args=[waiter.uid, now, orjson.dumps(entry)],
-                       client=pipe)
+        pipe.set(key, payload, ex=ttl_s)
+        self._wait(keys=[WAITING_KEY], args=[waiter.uid, now, orjson.dumps(entry)], client=pipe)
         self._call(pipe.execute)
 
     def filter_record(self, uid: str) -> FilterRecord | None:
