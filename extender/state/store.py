@@ -40,7 +40,6 @@ transaction or a single command), named for what it does: reads never write.
 from __future__ import annotations
 
 
-import math
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict
@@ -51,9 +50,12 @@ import redis
 
 from extender.errors import Conflict, StoreUnavailable
 from extender.model import (
-    ClusterSnapshot, FilterRecord, JobRecord, NodeGpus, PodDemand, QueuedJob, Reservation, Waiter,
+    ClusterSnapshot, FilterRecord, JobRecord, NodeGpus, PodDemand, Reservation, Waiter,
 )  # fmt: skip
 from extender.state import lua
+from extender.state.records import (
+    job_from_mapping, job_from_pairs, layout_from_json, live_waiters, queued_jobs,
+)
 from extender.state.queue_mirror import QueueMirror
 
 NODES_KEY = "st:nodes"
@@ -130,7 +132,7 @@ class RedisStore:
             mirror = self._mirror
             states = {name: mirror.node_state(name, layout, now)
                       for name, layout in layouts.items()}  # fmt: skip
-        return ClusterSnapshot(now=now, nodes=states, waiting=_live_waiters(waiting, now))
+        return ClusterSnapshot(now=now, nodes=states, waiting=live_waiters(waiting, now))
 
     def _sync_mirror(self) -> tuple[str, list[str]]:
         """Bring the mirror up to date: one script call returning only what changed.
@@ -147,7 +149,7 @@ class RedisStore:
         for queue, rows in zip(changed[::2], changed[1::2], strict=True):
             node, _, index = queue.removeprefix("st:gpu:").rpartition(":")
             if index.isascii() and index.isdigit():  # else no helper built it: not a GPU
-                updates.append((node, int(index), _queued_jobs(rows)))
+                updates.append((node, int(index), queued_jobs(rows)))
         mirror.apply(int(rev), updates)
         return nodes_rev, waiting
 
@@ -200,7 +202,7 @@ class RedisStore:
     def release(self, uid: str) -> JobRecord | None:
         """Remove a reservation; returns what was released (None if there was none)."""
         pairs = self._call(self._release, keys=[job_key(uid), JOBS_KEY], args=[uid])
-        return _job_from_pairs(pairs) if pairs else None
+        return job_from_pairs(pairs) if pairs else None
 
     def release_placement(self, uid: str, node: str, source: str) -> JobRecord | None:
         """Remove the pod's reservation only if `source` made it, on `node`, and it is not
@@ -208,7 +210,7 @@ class RedisStore:
         taking back). Anything else stays; returns what was released, else None."""
         pairs = self._call(self._release, keys=[job_key(uid), JOBS_KEY],
                            args=[uid, node_queue_prefix(node), source])
-        return _job_from_pairs(pairs) if pairs else None
+        return job_from_pairs(pairs) if pairs else None
 
     def adopt(self, record: JobRecord, capacity_mib: float, limit: int,
               now: float) -> tuple[str, str]:
@@ -235,7 +237,7 @@ class RedisStore:
         pipe = self._redis.pipeline(transaction=False)
         for uid in uids:
             pipe.hgetall(job_key(uid))
-        return [_job_from_mapping(d) for d in self._call(pipe.execute) if d.get("uid")]
+        return [job_from_mapping(d) for d in self._call(pipe.execute) if d.get("uid")]
 
     def record_oom(self, event: str) -> bool:
         """Count one OOM kill (`event` names pod, container and restart); False if counted."""
@@ -246,7 +248,7 @@ class RedisStore:
 
     def job(self, uid: str) -> JobRecord | None:
         data = self._call(self._redis.hgetall, job_key(uid))
-        return _job_from_mapping(data) if data else None
+        return job_from_mapping(data) if data else None
 
     def job_uids(self) -> list[str]:
         return list(self._call(self._redis.zrange, JOBS_KEY, 0, -1))
@@ -279,7 +281,7 @@ class RedisStore:
         new_rev, raw = self._call(pipe.execute)
         layouts = {}
         for name, value in raw.items():
-            layout = _layout_from_json(value)
+            layout = layout_from_json(value)
             if layout is not None:
                 layouts[name] = layout
         self._layout_cache = (new_rev or "0", layouts)
@@ -325,7 +327,7 @@ class RedisStore:
 
     def waiters(self, now: float) -> tuple[Waiter, ...]:
         """Live waiters, oldest first (for inspection; requests get them in the snapshot)."""
-        return _live_waiters(self._call(self._redis.hvals, WAITING_KEY), now)
+        return live_waiters(self._call(self._redis.hvals, WAITING_KEY), now)
 
     def queues(self) -> dict[tuple[str, int], list[str]]:
         """Every GPU queue's members as stored, (node, gpu index) -> pod UIDs in reservation
@@ -360,86 +362,3 @@ class RedisStore:
             return fn(*args, **kwargs)
         except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
             raise StoreUnavailable(f"state store unreachable ({exc}); retry") from exc
-
-
-def _live_waiters(raw: list[str], now: float) -> tuple[Waiter, ...]:
-    """Decoded waiters not yet expired, oldest first (a bad entry is skipped, not fatal)."""
-    waiters = []
-    for item in raw:
-        try:
-            entry = orjson.loads(item)
-            if float(entry["expires_at"]) <= now:
-                continue
-            needs = {str(t): (float(m), float(s)) for t, (m, s) in entry["needs"].items()}
-            waiters.append(Waiter(str(entry["uid"]), float(entry["since"]), needs,
-                                  str(entry.get("pod", ""))))
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
-            continue
-    return tuple(sorted(waiters, key=lambda w: (w.since, w.uid)))
-
-
-def _layout_from_json(raw: str) -> NodeGpus | None:
-    try:
-        return NodeGpus(**orjson.loads(raw))
-    except (ValueError, TypeError):
-        return None
-
-
-def _as_mapping(pairs: list[str] | dict[str, str]) -> dict[str, str]:
-    if isinstance(pairs, dict):
-        return pairs
-    return dict(zip(pairs[::2], pairs[1::2], strict=False))  # a stray odd field is dropped
-
-
-def _job_from_pairs(pairs: list[str]) -> JobRecord:
-    return _job_from_mapping(_as_mapping(pairs))
-
-
-def _job_from_mapping(data: Mapping[str, str]) -> JobRecord:
-    """A job hash as a record (bookkeeping: release, reconcile, observations, the CLI).
-
-    Never raises, whatever the hash holds, so a broken record can still be listed and
-    released: a number that is unreadable or not finite reads as 0 (a GPU index that is
-    not a small non-negative integer as -1: no GPU). Decisions never read these records
-    (they read the queue rows, `_queued_jobs`)."""
-    def number(key: str) -> float:
-        return _reading(data.get(key), 0.0)
-
-    def whole(key: str, default: int) -> int:
-        text = str(data.get(key, ""))
-        return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else default
-
-    return JobRecord(
-        uid=data.get("uid", ""), pod=data.get("pod", ""), namespace=data.get("namespace", ""),
-        model=data.get("model", ""), task=data.get("task", ""), node=data.get("node", ""),
-        gpu_index=whole("gpu_index", -1), reserved_mib=number("reserved_mib"),
-        predicted_s=number("predicted_s"), state=data.get("state", "reserved"),
-        reserved_at=number("reserved_at"), started_at=number("started_at"),
-        expires_at=number("expires_at"), gpu_type=data.get("gpu_type", ""),
-        batch=whole("batch", 0), units=whole("units", 0),
-    )  # fmt: skip
-
-
-UNREADABLE_PREDICTED_S = 86_400.0  # a queued job whose predicted time cannot be read
-
-
-def _queued_jobs(rows: list[str]) -> tuple[QueuedJob, ...]:
-    """A queue's rows as `CHANGES` returns them (uid, reserved MiB, predicted s, started at,
-    expires at, ...) for decisions. Never raises on what a job hash holds: MiB that are
-    unreadable or not finite read as NaN, which the mirror counts as the whole GPU (a
-    broken record never makes room); predicted seconds as `UNREADABLE_PREDICTED_S` (busy
-    for long, so holds look elsewhere); instants as 0 (not started; no expiry, so the
-    job keeps counting until the monitor releases it)."""
-    return tuple(QueuedJob(rows[i], _reading(rows[i + 1], math.nan),
-                           _reading(rows[i + 2], UNREADABLE_PREDICTED_S),
-                           _reading(rows[i + 3], 0.0), _reading(rows[i + 4], 0.0))
-                 for i in range(0, len(rows) - 4, 5))  # fmt: skip
-
-
-def _reading(text: Any, default: float) -> float:
-    """`text` as a finite, non-negative float, else `default`."""
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        return default
-    return value if math.isfinite(value) and value >= 0 else default

@@ -1,0 +1,100 @@
+"""Stored values read back into domain types: what `RedisStore` returns. Pure.
+
+Nothing here ever raises on what Redis holds, so one broken record (a bad value
+written by hand, a forged annotation before it was refused, an older format)
+never fails a request or blocks a reconcile: each reader says how it reads an
+unreadable value, and decisions count such a job as filling its GPU.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from extender.model import JobRecord, NodeGpus, QueuedJob, Waiter
+
+
+def live_waiters(raw: list[str], now: float) -> tuple[Waiter, ...]:
+    """Decoded waiters not yet expired, oldest first (a bad entry is skipped, not fatal)."""
+    waiters = []
+    for item in raw:
+        try:
+            entry = orjson.loads(item)
+            if float(entry["expires_at"]) <= now:
+                continue
+            needs = {str(t): (float(m), float(s)) for t, (m, s) in entry["needs"].items()}
+            waiters.append(Waiter(str(entry["uid"]), float(entry["since"]), needs,
+                                  str(entry.get("pod", ""))))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+            continue
+    return tuple(sorted(waiters, key=lambda w: (w.since, w.uid)))
+
+
+def layout_from_json(raw: str) -> NodeGpus | None:
+    try:
+        return NodeGpus(**orjson.loads(raw))
+    except (ValueError, TypeError):
+        return None
+
+
+def as_mapping(pairs: list[str] | dict[str, str]) -> dict[str, str]:
+    if isinstance(pairs, dict):
+        return pairs
+    return dict(zip(pairs[::2], pairs[1::2], strict=False))  # a stray odd field is dropped
+
+
+def job_from_pairs(pairs: list[str]) -> JobRecord:
+    return job_from_mapping(as_mapping(pairs))
+
+
+def job_from_mapping(data: Mapping[str, str]) -> JobRecord:
+    """A job hash as a record (bookkeeping: release, reconcile, observations, the CLI).
+
+    Never raises, whatever the hash holds, so a broken record can still be listed and
+    released: a number that is unreadable or not finite reads as 0 (a GPU index that is
+    not a small non-negative integer as -1: no GPU). Decisions never read these records
+    (they read the queue rows, `queued_jobs`)."""
+    def number(key: str) -> float:
+        return reading(data.get(key), 0.0)
+
+    def whole(key: str, default: int) -> int:
+        text = str(data.get(key, ""))
+        return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else default
+
+    return JobRecord(
+        uid=data.get("uid", ""), pod=data.get("pod", ""), namespace=data.get("namespace", ""),
+        model=data.get("model", ""), task=data.get("task", ""), node=data.get("node", ""),
+        gpu_index=whole("gpu_index", -1), reserved_mib=number("reserved_mib"),
+        predicted_s=number("predicted_s"), state=data.get("state", "reserved"),
+        reserved_at=number("reserved_at"), started_at=number("started_at"),
+        expires_at=number("expires_at"), gpu_type=data.get("gpu_type", ""),
+        batch=whole("batch", 0), units=whole("units", 0),
+    )  # fmt: skip
+
+
+UNREADABLE_PREDICTED_S = 86_400.0  # a queued job whose predicted time cannot be read
+
+
+def queued_jobs(rows: list[str]) -> tuple[QueuedJob, ...]:
+    """A queue's rows as `CHANGES` returns them (uid, reserved MiB, predicted s, started at,
+    expires at, ...) for decisions. Never raises on what a job hash holds: MiB that are
+    unreadable or not finite read as NaN, which the mirror counts as the whole GPU (a
+    broken record never makes room); predicted seconds as `UNREADABLE_PREDICTED_S` (busy
+    for long, so holds look elsewhere); instants as 0 (not started; no expiry, so the
+    job keeps counting until the monitor releases it)."""
+    return tuple(QueuedJob(rows[i], reading(rows[i + 1], math.nan),
+                           reading(rows[i + 2], UNREADABLE_PREDICTED_S),
+                           reading(rows[i + 3], 0.0), reading(rows[i + 4], 0.0))
+                 for i in range(0, len(rows) - 4, 5))  # fmt: skip
+
+
+def reading(text: Any, default: float) -> float:
+    """`text` as a finite, non-negative float, else `default`."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return default
+    return value if math.isfinite(value) and value >= 0 else default
