@@ -145,8 +145,9 @@ class Reservation:
 class FilterRecord:
     """What filter keeps for bind, whose request names only the pod and the node.
 
-    `layouts`: the node layouts the request carried (full-nodes mode; in names mode
-    the node watcher's are in the store). `held`: per passing node, the GPUs a hold
+    `layouts`: the layouts the request carried for the nodes that passed (full-nodes
+    mode; bind only ever comes to one of them, and caps them at the node watcher's; in
+    names mode the watcher's are in the store). `held`: per passing node, the GPUs a hold
     keeps from this pod.
     """
 
