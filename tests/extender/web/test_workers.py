@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from chaos.processes import free_port
 from tests.builders import filter_args, make_node, make_pod
 
 REPO = Path(__file__).resolve().parents[3]
@@ -37,12 +38,6 @@ class Served:
     refused: int  # connection attempts refused while it started
     first_status: int  # the answer to the first connection it accepted
     first_body: bytes
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _request(port: int, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
@@ -75,7 +70,7 @@ def _first_answer(proc: subprocess.Popen[bytes], port: int) -> Served:
 
 @pytest.fixture(scope="module")
 def server(redis_url, tmp_path_factory) -> Iterator[Served]:  # noqa: ANN001
-    port, tmp = _free_port(), tmp_path_factory.mktemp("served")
+    port, tmp = free_port(), tmp_path_factory.mktemp("served")
     env = {**os.environ, "REDIS_URL": redis_url, "EXTENDER_BIND": "record",
            "EXTENDER_NODE_WATCH": "0", "EXTENDER_BIND_ADDRESS": f"127.0.0.1:{port}",
            "EXTENDER_WORKERS": "1", "EXTENDER_LOG_LEVEL": "WARNING",
