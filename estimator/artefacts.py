@@ -1,4 +1,5 @@
-"""Trained artefacts: ``profiles/models/<name>.joblib`` plus ``<name>.json`` metadata.
+"""Trained artefacts: ``profiles/models/<name>.joblib`` plus ``<name>.json`` metadata, and
+the numpy form the service loads (``<name>.npz``, `estimator.portable`), written together.
 
 joblib is pickle: only files under ``profiles/models`` of this repository are
 loaded, and only when the metadata's library versions match the running ones
@@ -19,9 +20,10 @@ import numpy as np
 import pandas as pd
 import sklearn
 
+from estimator import portable
+from estimator.compiling import compile_regressor
 from estimator.errors import ArtefactError
-
-MODELS_DIR = Path(__file__).resolve().parent.parent / "profiles" / "models"
+from estimator.portable import MODELS_DIR
 CHECKED_VERSIONS = ("sklearn", "numpy")
 
 
@@ -45,10 +47,12 @@ def _git_sha() -> str:
 
 
 def save(name: str, regressor: Any, meta: dict[str, Any], directory: Path = MODELS_DIR) -> Path:
-    """Write the regressor and its metadata (versions and git SHA added here)."""
+    """Write the regressor, its numpy form and its metadata (versions and git SHA added
+    here)."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.joblib"
     joblib.dump(regressor, path, compress=3)
+    portable.save(directory / f"{name}.npz", compile_regressor(regressor))
     full = {**meta, "name": name, "versions": library_versions(), "git_sha": _git_sha()}
     (directory / f"{name}.json").write_text(json.dumps(full, indent=2, sort_keys=True) + "\n")
     return path

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from estimator import artefacts
+from estimator import portable
 from estimator.catalogue import CATALOGUE, CHARACTERISTICS
 from estimator.errors import InvalidJob, UnknownGPU
 from estimator.feature_table import FEATURES_DIR, FeatureTable, JobFeatures
@@ -67,7 +67,7 @@ class GpuEstimate:
 
 @dataclass(frozen=True)
 class _Predictor:
-    regressor: Any
+    regressor: portable.Regressor
     meta: dict[str, Any]
 
     @property
@@ -91,11 +91,12 @@ class Estimator:
         self._memo: dict[tuple[str, str, int], dict[str, tuple[float, float, float, bool]]] = {}
 
     @classmethod
-    def load(cls, models_dir: Path = artefacts.MODELS_DIR, features_dir: Path = FEATURES_DIR,
+    def load(cls, models_dir: Path = portable.MODELS_DIR, features_dir: Path = FEATURES_DIR,
              design: str = "ours") -> Estimator:
+        """The artefacts' numpy form: no scikit-learn import, no unpickling."""
         predictors = {}
         for target in (*MEMORY_TARGETS.values(), *TIME_TARGETS.values()):
-            regressor, meta = artefacts.load(f"{target}.{design}", models_dir)
+            regressor, meta = portable.load(f"{target}.{design}", models_dir)
             predictors[target] = _Predictor(regressor, meta)
         return cls(FeatureTable.load(features_dir), predictors)
 

@@ -9,8 +9,10 @@ st:observations; REDIS_URL, --redis, else the embedded server) join the training
 of the time targets, and the mean absolute error on those runs is reported before
 (reference data only) and after (5-fold: each run predicted by a refit without it).
 
-Each artefact gets a JSON beside it: feature columns, pads (held-out),
-training-data hash, library versions, held-out error statistics.
+Each artefact is written twice, as a scikit-learn pickle (.joblib, for evaluation) and in
+plain numpy (.npz, the form the service loads: estimator/portable.py), with a JSON beside
+it: feature columns, pads (held-out), training-data hash, library versions, held-out
+error statistics.
 """
 
 from __future__ import annotations

@@ -91,12 +91,14 @@ def test_artefacts_carry_metadata_and_refuse_other_versions(tmp_path, monkeypatc
         artefacts.load("test-stale.ours", trusted)
 
 
-def test_request_path_never_imports_torch() -> None:
+def test_request_path_imports_neither_torch_nor_scikit_learn() -> None:
+    """The service's start is its imports: torch, scikit-learn, SciPy and pandas stay out."""
     import subprocess
     import sys
 
     code = ("import sys; from estimator.predict import Estimator, Job; "
             "Estimator.load().estimate(Job('resnet50','train',32)); "
-            "print('torch' in sys.modules)")
+            "print(sorted(m for m in ('torch', 'sklearn', 'scipy', 'pandas', 'joblib') "
+            "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip() == "[]"
