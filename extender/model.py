@@ -85,10 +85,14 @@ class NodeGpus:
 
 @dataclass(frozen=True)
 class Need:
-    """The job on one GPU type: padded memory to reserve and predicted seconds alone."""
+    """The job on one GPU type: padded memory to reserve and predicted seconds alone;
+    `pad`: the fraction added to the predicted memory; `seen`: the GPU type was in the
+    estimator's training rows (both said in the pod's event)."""
 
     padded_mib: float
     predicted_s: float
+    pad: float = 0.0
+    seen: bool = True
 
 
 @dataclass(frozen=True)
@@ -210,6 +214,22 @@ class Waiter(NamedTuple):
     since: float
     needs: Mapping[str, tuple[float, float]]
     pod: str = ""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A decision told to the pod's owner (a Kubernetes Event the monitor posts) and to
+    operators (the status page's recent decisions), in the words `kubectl describe` shows.
+
+    `kind`: reserved | waiting | held | released. `once_key`: told at most once per
+    `once_for_s` (a waiting pod is filtered again and again)."""
+
+    kind: str
+    uid: str
+    pod: str  # namespace/name
+    message: str
+    node: str = ""
+    once_key: str = ""
 
 
 @dataclass(frozen=True)

@@ -4,11 +4,13 @@ Each verb reads once, asks the estimator once, lets a decision function of
 `extender.core` decide, and writes once:
 
     filter      assess (annotations, one snapshot read, needs per GPU type)
-                -> core.filtering.decide_filter -> store.record_filter (one write)
+                -> core.filtering.decide_filter -> store.record_filter (one write, with
+                the decisions a waiting pod is told)
     prioritize  assess -> core.prioritizing.decide_scores (no write)
     bind        (api mode: the pod read from the API server, core.binding.check_live_pod)
                 -> store.filter_record -> snapshot of the node (core.binding.trusted_layout)
                 -> needs -> core.binding.plan_reservation -> store.reserve -> binder -> confirm
+                -> the `reserved` decision logged (the pod's Event, the status page)
     allocate    (Volcano) the same reservation, unconfirmed: the monitor confirms it when
                 it sees the pod bound there (`store.confirm_placement`)
     deallocate  (Volcano) store.release_placement: only what allocate made on that node
@@ -27,12 +29,12 @@ from collections.abc import Callable, Iterable, Mapping
 from estimator.errors import EstimatorError
 from estimator.predict import Estimator, Job
 from extender.cluster.binders import RECORD_ONLY, BindTarget, PodReader
-from extender.core import binding, filtering, prioritizing
+from extender.core import binding, decisions, filtering, prioritizing
 from extender.core.annotations import AnnotationError, parse_demand
 from extender.core.job import Assessment, NotOurs, PodJob, Refused
-from extender.errors import Conflict
+from extender.errors import Conflict, StoreUnavailable
 from extender.model import (
-    UNKNOWN_TYPE, FilterRecord, Need, NodeGpus, NodeState, PodDemand, PodInfo, Reservation,
+    UNKNOWN_TYPE, Decision, FilterRecord, Need, NodeGpus, NodeState, PodDemand, PodInfo, Reservation,
     type_of,
 )  # fmt: skip
 from extender.settings import Settings
@@ -58,7 +60,8 @@ class Scheduler:
         decision = filtering.decide_filter(self._assess(pod, nodes), nodes, self.settings)
         if decision.record is not None:
             self.store.record_filter(decision.record, self.settings.demand_ttl_s,
-                                     decision.waiter, self.clock(), self.settings.wait_ttl_s)
+                                     decision.waiter, self.clock(), self.settings.wait_ttl_s,
+                                     decision.told, self.settings.decision_repeat_s)
         return decision
 
     def prioritize(self, pod: PodInfo, nodes: NodeLayoutsByName) -> dict[str, float]:
@@ -126,6 +129,7 @@ class Scheduler:
                 raise Conflict(f"node {node} has no known GPU layout; filter it first")
             reservation = Reservation(pod.uid, node, held.gpu_index, new=False)
             need = Need(held.reserved_mib, held.predicted_s)
+            gpus = None
         else:
             plan = binding.plan_reservation(pod, filtered.demand, state,
                                             self._needs(filtered.demand, [state]),
@@ -133,20 +137,29 @@ class Scheduler:
                                             frozenset(filtered.held.get(node, ())))
             reservation = self.store.reserve(plan.record, plan.candidates, now,
                                              self.settings.reservation_ttl_s, source)
-            need = plan.need
+            need, gpus = plan.need, state.gpus
         annotations = binding.pod_annotations(reservation, need, self.settings.signing_key)
-        if binder is None:
-            return annotations
-        try:
-            binder.bind(pod.namespace, pod.name, pod.uid, node, annotations)
-        except Exception:
-            if reservation.new:
-                self.store.release_placement(pod.uid, node, source)
-            raise
-        if not self.store.confirm_bind(reservation, self.clock()):
-            log.warning("reservation of %s expired before bind confirmed; monitor reconciles",
-                        pod.uid)
+        if binder is not None:
+            try:
+                binder.bind(pod.namespace, pod.name, pod.uid, node, annotations)
+            except Exception:
+                if reservation.new:
+                    self.store.release_placement(pod.uid, node, source)
+                raise
+            if not self.store.confirm_bind(reservation, self.clock()):
+                log.warning("reservation of %s expired before bind confirmed; monitor "
+                            "reconciles", pod.uid)
+        if reservation.new and gpus is not None:
+            self._tell(decisions.reserved(pod.namespace, pod.name, reservation, gpus, need))
         return annotations
+
+    def _tell(self, decision: Decision) -> None:
+        """Log a decision for the pod's Event and the status page: best effort, never
+        failing a placement already made."""
+        try:
+            self.store.log_decisions([decision], self.clock(), self.settings.decision_repeat_s)
+        except StoreUnavailable:
+            log.warning("could not log a decision", extra={"pod_uid": decision.uid})
 
     def _assess(self, pod: PodInfo, nodes: NodeLayoutsByName) -> Assessment:
         """Annotations parsed, one snapshot read, the estimator asked once."""
@@ -167,4 +180,5 @@ class Scheduler:
         estimates = self.estimator.estimate(job, gpus=known)
         if UNKNOWN_TYPE in types:
             estimates = {**estimates, UNKNOWN_TYPE: self.estimator.estimate_unknown(job)}
-        return {t: Need(e.padded_mib, e.predicted_s) for t, e in estimates.items()}
+        return {t: Need(e.padded_mib, e.predicted_s, e.pad, e.seen_in_training)
+                for t, e in estimates.items()}

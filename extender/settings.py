@@ -36,6 +36,11 @@ Environment variables (the manifests in k8s/ use exactly these names):
     EXTENDER_WAIT_TTL_S            a waiting pod not filtered again for this long stops
                                    holding (default 600; kube-scheduler retries refused
                                    pods at least every 5 minutes)
+    EXTENDER_DECISION_REPEAT_S     a pod is told the same decision (waiting, a GPU held for
+                                   it) at most once in this many seconds (default 600)
+    EXTENDER_EVENT_RATE            Events the monitor posts per second at most (default 5;
+                                   EXTENDER_EVENT_BURST at once, default 25); more are
+                                   dropped and counted (schedtune_events_total)
     EXTENDER_NODE_WATCH            1 (default) to watch nodes through the API when a cluster
                                    is reachable, 0 to rely on request bodies only
     EXTENDER_LOG_LEVEL             INFO (default), DEBUG, WARNING, ...
@@ -97,6 +102,9 @@ class Settings:
     hold_for: int = 1
     hold_after_s: float = 300.0
     wait_ttl_s: float = 600.0
+    decision_repeat_s: int = 600
+    event_rate: float = 5.0
+    event_burst: int = 25
     node_watch: bool = True
     log_level: str = "INFO"
     bind_address: str = "0.0.0.0:8888"
@@ -148,6 +156,9 @@ class Settings:
             hold_for=_number(env, "EXTENDER_HOLD_FOR", 1, int, 0, 64),
             hold_after_s=_number(env, "EXTENDER_HOLD_AFTER_S", 300.0, float, 0, 7 * 86400),
             wait_ttl_s=_number(env, "EXTENDER_WAIT_TTL_S", 600.0, float, 10, 86400),
+            decision_repeat_s=_number(env, "EXTENDER_DECISION_REPEAT_S", 600, int, 1, 86400),
+            event_rate=_number(env, "EXTENDER_EVENT_RATE", 5.0, float, 0.01, 1000),
+            event_burst=_number(env, "EXTENDER_EVENT_BURST", 25, int, 1, 10000),
             node_watch=_choice(env, "EXTENDER_NODE_WATCH", "1", ("0", "1")) == "1",
             log_level=get("EXTENDER_LOG_LEVEL", "INFO").upper(),
             bind_address=get("EXTENDER_BIND_ADDRESS", "0.0.0.0:8888"),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from datetime import datetime, timezone
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -88,19 +89,24 @@ class Binder:
 
 
 def pod_event(namespace: str, pod: str, uid: str, reason: str, message: str,
-              api: client.CoreV1Api | None = None) -> None:
-    """A Warning event on a pod, shown by `kubectl describe pod` (best effort)."""
+              api: client.CoreV1Api | None = None, kind: str = "Warning") -> bool:
+    """An event (`kind` Warning or Normal) on a pod, shown by `kubectl describe pod`.
+    Best effort: False when the API server refused it."""
+    now = datetime.now(timezone.utc)
     body = client.CoreV1Event(
         metadata=client.V1ObjectMeta(generate_name=f"{pod}.", namespace=namespace),
         involved_object=client.V1ObjectReference(api_version="v1", kind="Pod", name=pod,
                                                  namespace=namespace, uid=uid),
-        reason=reason, message=message[:1000], type="Warning",
+        reason=reason, message=message[:1000], type=kind, count=1,
+        first_timestamp=now, last_timestamp=now,
         source=client.V1EventSource(component="schedtune-monitor"),
     )  # fmt: skip
     try:
         (api or client.CoreV1Api()).create_namespaced_event(namespace, body, _preload_content=False)
     except ApiException as exc:
         log.warning("could not post event %s on %s/%s: %s", reason, namespace, pod, exc.status)
+        return False
+    return True
 
 
 def list_objects(list_fn: Callable[..., Any]) -> tuple[list[dict[str, Any]], str]:

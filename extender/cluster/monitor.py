@@ -19,6 +19,9 @@ annotated with ``schedtune.io/model``:
   OOM, outcome) for retraining;
 * OOMKilled containers: counted once each (`st:ooms`, ``schedtune_oom_kills_total``).
 
+Its second thread (`extender.cluster.events`) posts the decisions the extender logs
+(reserved, waiting, a GPU held) and the releases logged here as Events on the pods.
+
 Every full listing (at start, after a 410, every ``EXTENDER_RECONCILE_S``)
 also releases reservations whose pods no longer exist. A pod that cannot be
 applied is logged and skipped; only an unreachable Redis stops a listing.
@@ -40,6 +43,7 @@ from estimator.errors import EstimatorError
 from estimator.predict import Estimator, Job
 from extender import logs
 from extender.cluster.pods import FINISHED_PHASES, PodFacts, outcome_of, pod_facts, pod_uid
+from extender.core import decisions
 from extender.core.adoption import likeliest_gpu, trusted_reservation, waiters_that_fit
 from extender.core.annotations import AnnotationError, parse_demand
 from extender.errors import StoreUnavailable
@@ -48,7 +52,7 @@ from extender.metrics import (
     RELEASES, WAITERS_REQUEUED,
 )  # fmt: skip
 from extender.model import (
-    GPU, PREDICTED_S, REQUEUED_AT, RESERVED_MIB, SIGNATURE, JobRecord, NodeState, PodInfo,
+    GPU, PREDICTED_S, REQUEUED_AT, RESERVED_MIB, SIGNATURE, Decision, JobRecord, NodeState, PodInfo,
     type_of,
 )  # fmt: skip
 from extender.settings import Settings
@@ -152,6 +156,7 @@ class Monitor:
             return
         RELEASES.labels(outcome).inc()
         self._requeue_waiters(released)
+        self._tell(decisions.released(released, outcome))
         if released.started_at <= 0:
             return
         ended = facts.finished_at or self.clock()
@@ -162,6 +167,12 @@ class Monitor:
             "predicted_s": released.predicted_s, "reserved_mib": released.reserved_mib,
             "oom": int(bool(facts.oom_events)), "outcome": outcome,
         })  # fmt: skip
+
+    def _tell(self, decision: Decision) -> None:
+        try:
+            self.store.log_decisions([decision], self.clock(), self.settings.decision_repeat_s)
+        except StoreUnavailable:
+            log.warning("could not log a decision", extra={"pod_uid": decision.uid})
 
     def _requeue_waiters(self, released: JobRecord) -> None:
         """Update each waiting pod that now fits on the GPU `released` freed, oldest first,
@@ -303,6 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     from prometheus_client import start_http_server
 
     from extender.cluster import kube
+    from extender.cluster.events import EventPoster
     from extender.state.embedded_redis import open_store
 
     argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args(argv)
@@ -316,7 +328,10 @@ def main(argv: list[str] | None = None) -> int:
     api = kube.client.CoreV1Api()
 
     def warn(facts: PodFacts, reason: str, message: str) -> None:
-        kube.pod_event(facts.namespace, facts.name, facts.uid, reason, message)
+        kube.pod_event(facts.namespace, facts.name, facts.uid, reason, message, api)
+
+    def post(namespace: str, name: str, uid: str, reason: str, message: str) -> bool:
+        return kube.pod_event(namespace, name, uid, reason, message, api, kind="Normal")
 
     def requeue(namespace: str, name: str, uid: str, now: float) -> None:
         # The uid makes it a precondition: a new pod of the same name is never touched.
@@ -328,13 +343,17 @@ def main(argv: list[str] | None = None) -> int:
     monitor = Monitor(store, Estimator.load(design=settings.estimator_design), warn=warn,
                       settings=settings, requeue=requeue)
     start_http_server(settings.monitor_port)
+    stop = threading.Event()
+    poster = EventPoster(store, post, settings.event_rate, settings.event_burst)
+    threading.Thread(target=poster.run_forever, args=(stop,), name="event-poster",
+                     daemon=True).start()
     log.info("monitor started", extra={"redis": settings.store_url.split("@")[-1],
                                        "reconcile_s": settings.reconcile_s,
                                        "scheduler": settings.scheduler_name,
                                        "signed_reservations": settings.signing_key is not None})
     # Survives API trouble and Redis outages: a failed event triggers a re-list and reconcile.
     kube.watch_forever(api.list_pod_for_all_namespaces, monitor.reconcile, monitor.on_event,
-                       threading.Event(), relist_every_s=settings.reconcile_s)
+                       stop, relist_every_s=settings.reconcile_s)
     return 0
 
 

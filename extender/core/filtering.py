@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from extender.core import decisions
 from extender.core.job import Assessment, NotOurs, PodJob, Refused
 from extender.core.room import NO_HOLDS, Holds, has_room, held_from, held_gpus, usable_gpus
 from extender.model import (
-    FilterRecord, Limits, Need, NodeGpus, NodeState, Verdict, Waiter, type_of,
+    Decision, FilterRecord, Limits, Need, NodeGpus, NodeState, Verdict, Waiter, type_of,
 )  # fmt: skip
 from extender.settings import Settings
 
@@ -24,12 +25,14 @@ from extender.settings import Settings
 class FilterDecision:
     """Filter's whole answer: a verdict per node, and what to write. `record`: what bind
     will need (annotated pods only); `waiter`: the pod fits nowhere now, record it as
-    waiting (or refresh it)."""
+    waiting (or refresh it); `told`: decisions for the pods' owners (this pod waits, a
+    GPU is held for an older waiting pod)."""
 
     verdicts: dict[str, Verdict]
     record: FilterRecord | None = None
     waiter: Waiter | None = None
     passthrough: bool = False
+    told: tuple[Decision, ...] = ()
 
 
 def decide_filter(assessment: Assessment, nodes: Mapping[str, NodeGpus | None],
@@ -58,7 +61,11 @@ def decide_filter(assessment: Assessment, nodes: Mapping[str, NodeGpus | None],
         since = next((w.since for w in snapshot.waiting if w.uid == pod.uid), snapshot.now)
         per_type = {t: (n.padded_mib, n.predicted_s) for t, n in needs.items()}
         waiter = Waiter(pod.uid, since, per_type, f"{pod.namespace}/{pod.name}")
-    return FilterDecision(verdicts, FilterRecord(pod, layouts, held), waiter)
+    told = decisions.holds_told(holds, snapshot.waiting,
+                                {name: node.gpus for name, node in snapshot.nodes.items()})
+    if waiter is not None:
+        told += (decisions.waiting(waiter),)
+    return FilterDecision(verdicts, FilterRecord(pod, layouts, held), waiter, told=told)
 
 
 def filter_nodes(nodes: Mapping[str, NodeState], needs: Mapping[str, Need], limits: Limits,

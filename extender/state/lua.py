@@ -210,3 +210,11 @@ redis.call('ZADD', KEYS[2], tonumber(fields.reserved_at), fields.uid)
 touch(KEYS[3])
 return {status, used .. ':' .. count}
 """
+
+TELL = """
+-- A decision appended to the log (KEYS[1], capped at about ARGV[2] entries), at most once
+-- per ARGV[1] seconds when KEYS[2] (the decision's once-key) is given. ARGV[3..]: fields.
+if KEYS[2] and not redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[1]) then return 0 end
+redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', unpack(ARGV, 3))
+return 1
+"""

@@ -27,6 +27,12 @@ Key layout (human readable; every key is built by the helpers below):
     st:waiting              hash    pod UID -> JSON waiter: pod, since, expires_at, needs
                                     ({gpu type: [padded MiB, predicted s]}) for annotated
                                     pods that fit nowhere (removed on bind or release)
+    st:decisions            stream  decisions told to pods' owners (Events the monitor posts)
+                                    and operators (the status page): kind, at, uid, pod,
+                                    node, message; capped at about 2,000
+    st:told:{once key}      string  a decision already told (expires after
+                                    `decision_repeat_s`: a waiting pod is told once)
+    st:decisions:posted     string  the last decision the monitor posted as an Event
 
 Reserved MiB and job counts are never stored as counters: every read and the
 reservation itself derive them from the queue members' job hashes, so nothing
@@ -50,7 +56,7 @@ import redis
 
 from extender.errors import Conflict, StoreUnavailable
 from extender.model import (
-    ClusterSnapshot, FilterRecord, JobRecord, NodeGpus, PodDemand, Reservation, Waiter,
+    ClusterSnapshot, Decision, FilterRecord, JobRecord, NodeGpus, PodDemand, Reservation, Waiter,
 )  # fmt: skip
 from extender.state import lua
 from extender.state.records import (
@@ -68,6 +74,9 @@ OBSERVATIONS_KEY = "st:observations"
 OOMS_KEY = "st:ooms"
 WAITING_KEY = "st:waiting"
 OBSERVATIONS_MAXLEN = 100_000
+DECISIONS_KEY = "st:decisions"
+DECISIONS_POSTED_KEY = "st:decisions:posted"
+DECISIONS_MAXLEN = 2_000
 LayoutRule = Callable[[NodeGpus | None, NodeGpus | None], NodeGpus | None]
 KUBE_BIND = "kube"  # a reservation's source: kube-scheduler's bind verb
 VOLCANO_ALLOCATE = "volcano"  # Volcano's allocate event (only its deallocate may drop it)
@@ -103,6 +112,7 @@ class RedisStore:
         self._mark_running = client.register_script(lua.MARK_RUNNING)
         self._adopt = client.register_script(lua.ADOPT)
         self._wait = client.register_script(lua.WAIT)
+        self._tell = client.register_script(lua.TELL)
         self._layout_cache: tuple[str | None, dict[str, NodeGpus]] = (None, {})
         self._mirror = QueueMirror()
         self._mirror_lock = threading.Lock()
@@ -288,10 +298,12 @@ class RedisStore:
         return layouts
 
     def record_filter(self, record: FilterRecord, ttl_s: int, waiter: Waiter | None = None,
-                      now: float = 0.0, wait_ttl_s: float = 0.0) -> None:
+                      now: float = 0.0, wait_ttl_s: float = 0.0,
+                      decisions: Iterable[Decision] = (), repeat_s: int = 600) -> None:
         """Keep what filter decided for bind (expires after `ttl_s`) and, for a pod that fit
         nowhere, record or refresh it as a waiter until `now + wait_ttl_s` (expired or
-        unreadable waiters go): one transaction, one round trip."""
+        unreadable waiters go), and log its `decisions` (each told once per `repeat_s`):
+        one transaction, one round trip."""
         groups: dict[tuple[Any, ...], list[str]] = {}  # most nodes share a few layouts
         for name, layout in record.layouts.items():
             groups.setdefault(layout.as_row(), []).append(name)
@@ -300,15 +312,57 @@ class RedisStore:
         if record.held:
             demand["held"] = {n: list(indices) for n, indices in record.held.items()}
         key, payload = demand_key(record.demand.uid), orjson.dumps(demand)
-        if waiter is None:  # the common case: one command, no transaction needed
+        if waiter is None and not decisions:  # the common case: one command, no transaction
             self._call(self._redis.set, key, payload, ex=ttl_s)
             return
-        entry = {"uid": waiter.uid, "pod": waiter.pod, "since": waiter.since,
-                 "expires_at": now + wait_ttl_s, "needs": waiter.needs}
         pipe = self._redis.pipeline(transaction=True)
         pipe.set(key, payload, ex=ttl_s)
-        self._wait(keys=[WAITING_KEY], args=[waiter.uid, now, orjson.dumps(entry)], client=pipe)
+        if waiter is not None:
+            entry = {"uid": waiter.uid, "pod": waiter.pod, "since": waiter.since,
+                     "expires_at": now + wait_ttl_s, "needs": waiter.needs}
+            self._wait(keys=[WAITING_KEY], args=[waiter.uid, now, orjson.dumps(entry)],
+                       client=pipe)
+        self._tell_all(pipe, decisions, now, repeat_s)
         self._call(pipe.execute)
+
+    def log_decisions(self, decisions: Iterable[Decision], now: float,
+                      repeat_s: int = 600) -> None:
+        """Append decisions to the log (each with a once-key told once per `repeat_s`)."""
+        pipe = self._redis.pipeline(transaction=False)
+        if self._tell_all(pipe, decisions, now, repeat_s):
+            self._call(pipe.execute)
+
+    def decisions(self, limit: int) -> list[dict[str, str]]:
+        """The latest `limit` decisions, newest first, each with its log ``id``."""
+        entries = self._call(self._redis.xrevrange, DECISIONS_KEY, count=limit)
+        return [{"id": entry_id, **fields} for entry_id, fields in entries]
+
+    def decisions_after(self, last_id: str, count: int,
+                        block_ms: int | None = None) -> list[tuple[str, dict[str, str]]]:
+        """Decisions logged after `last_id` ("0": from the oldest kept), oldest first,
+        waiting up to `block_ms` for one when there is none."""
+        read = self._call(self._redis.xread, {DECISIONS_KEY: last_id}, count=count,
+                          block=block_ms)
+        return [(entry_id, fields) for _, entries in read or () for entry_id, fields in entries]
+
+    def decisions_posted(self) -> str | None:
+        """Where the monitor's Event poster stopped (None: it never ran on this state)."""
+        return self._call(self._redis.get, DECISIONS_POSTED_KEY)
+
+    def set_decisions_posted(self, last_id: str) -> None:
+        self._call(self._redis.set, DECISIONS_POSTED_KEY, last_id)
+
+    def _tell_all(self, pipe: Any, decisions: Iterable[Decision], now: float,
+                  repeat_s: int) -> int:
+        told = 0
+        for d in decisions:
+            keys = [DECISIONS_KEY, *([f"st:told:{d.once_key}"] if d.once_key else [])]
+            fields = ["kind", d.kind, "at", f"{now:.3f}", "uid", d.uid, "pod", d.pod,
+                      "node", d.node, "message", d.message]
+            self._tell(keys=keys, args=[max(1, int(repeat_s)), DECISIONS_MAXLEN, *fields],
+                       client=pipe)
+            told += 1
+        return told
 
     def filter_record(self, uid: str) -> FilterRecord | None:
         """What filter kept for the pod (None: never filtered, or expired). An unreadable

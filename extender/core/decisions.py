@@ -1,0 +1,55 @@
+"""The decisions a pod's owner is told, in `kubectl describe` words. Pure.
+
+The extender writes them to Redis as it decides (`RedisStore.record_filter`,
+`log_decisions`); the monitor posts each as an Event on the pod and the status page
+lists the latest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from extender.core.room import Holds
+from extender.model import Decision, JobRecord, Need, NodeGpus, Reservation, Waiter
+
+MAX_TYPES_SAID = 4  # a waiting pod's needs: the smallest few GPU types
+
+
+def reserved(namespace: str, name: str, reservation: Reservation, gpus: NodeGpus,
+             need: Need) -> Decision:
+    label = gpus.gpu_type or gpus.product
+    seen = "GPU type seen in training" if need.seen else "GPU type not in training data"
+    return Decision("reserved", reservation.uid, f"{namespace}/{name}", (
+        f"reserved {need.padded_mib:.0f} MiB of {gpus.memory_mib} on GPU "
+        f"{reservation.gpu_index} ({label}) of {reservation.node}; predicted "
+        f"{need.predicted_s:.0f} s; pad {need.pad * 100:.1f} % ({seen})"), reservation.node)
+
+
+def waiting(waiter: Waiter) -> Decision:
+    needs = sorted(waiter.needs.items(), key=lambda item: item[1][0])[:MAX_TYPES_SAID]
+    said = ", ".join(f"{t} {mib:.0f} MiB ({s:.0f} s)" for t, (mib, s) in needs)
+    return Decision("waiting", waiter.uid, waiter.pod,
+                    f"waiting for GPU memory: no GPU has room now; needs {said}",
+                    once_key=f"waiting:{waiter.uid}")
+
+
+def held(uid: str, pod: str, node: str, gpu_index: int, gpus: NodeGpus | None,
+         padded_mib: float) -> Decision:
+    label = (gpus.gpu_type or gpus.product) if gpus is not None else "GPU"
+    return Decision("held", uid, pod, (
+        f"GPU {gpu_index} ({label}) of {node} is held for this pod: {padded_mib:.0f} MiB "
+        "kept from newer pods until it fits"), node, once_key=f"held:{uid}:{node}:{gpu_index}")
+
+
+def holds_told(holds: Holds, waiting_pods: tuple[Waiter, ...],
+               layouts: Mapping[str, NodeGpus | None]) -> tuple[Decision, ...]:
+    """One `held` decision per GPU held for a waiter."""
+    pods = {w.uid: w.pod for w in waiting_pods}
+    return tuple(held(hold.uid, pods.get(hold.uid, ""), node, index, layouts.get(node),
+                      hold.padded_mib) for (node, index), hold in holds.items())
+
+
+def released(job: JobRecord, outcome: str) -> Decision:
+    return Decision("released", job.uid, f"{job.namespace}/{job.pod}", (
+        f"released {job.reserved_mib:.0f} MiB on GPU {job.gpu_index} of {job.node} "
+        f"(pod {outcome})"), job.node)
