@@ -5,6 +5,9 @@ outer training rows, so no held-out row ever informs its own pad):
 
 * ``random``: 80/20 random splits over `RANDOM_SEEDS` seeds; inner 5-fold.
 * ``lomo``: leave one model out; inner leave one model out.
+* ``lofo``: leave one architecture family out (ResNet, DenseNet, VGG, ... as
+  `estimator.zoo` registers them): a held-out model has no sibling in fitting;
+  inner leave one family out.
 * ``logo``: leave one GPU type out; inner leave one GPU out.
 * ``logo-calibrated``: leave one GPU type out except one calibration job
   (`CALIBRATION_JOB`) profiled on it; inner the same scheme.
@@ -25,14 +28,20 @@ from sklearn.model_selection import KFold
 
 from estimator.padding import held_out_predictions, pad_fraction
 from estimator.regressors import Design
+from estimator.zoo import REGISTRY
 
-PROTOCOLS = ("random", "lomo", "logo", "logo-calibrated")
+PROTOCOLS = ("random", "lomo", "lofo", "logo", "logo-calibrated")
 RANDOM_SEEDS = 10
 CALIBRATION_JOB = ("resnet50", 32)
 
 
 def matrix(frame: pd.DataFrame, design: Design) -> np.ndarray:
     return frame.loc[:, list(design.columns)].to_numpy(dtype=float)
+
+
+def families(frame: pd.DataFrame) -> np.ndarray:
+    """Each row's architecture family (a model the registry does not know: its own)."""
+    return frame["model"].map(lambda m: REGISTRY[m].family if m in REGISTRY else m).to_numpy()
 
 
 def _outer_splits(frame: pd.DataFrame, protocol: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -42,9 +51,10 @@ def _outer_splits(frame: pd.DataFrame, protocol: str) -> Iterator[tuple[np.ndarr
             rng = np.random.default_rng(seed)
             test = rng.random(len(frame)) < 0.2
             yield idx[~test], idx[test]
-    elif protocol == "lomo":
-        for model in frame["model"].unique():
-            test = (frame["model"] == model).to_numpy()
+    elif protocol in ("lomo", "lofo"):
+        groups = frame["model"].to_numpy() if protocol == "lomo" else families(frame)
+        for group in pd.unique(groups):
+            test = groups == group
             yield idx[~test], idx[test]
     elif protocol in ("logo", "logo-calibrated"):
         for gpu in frame["gpu"].unique():
@@ -76,6 +86,8 @@ def _inner_pad(design: Design, frame: pd.DataFrame, protocol: str) -> float:
             groups[test] = k
     elif protocol == "lomo":
         groups = fit["model"].to_numpy()
+    elif protocol == "lofo":
+        groups = families(fit)
     elif protocol == "logo":
         groups = fit["gpu"].to_numpy()
     else:
@@ -111,7 +123,8 @@ def held_out(design: Design, frame: pd.DataFrame, protocol: str,
     )
     parts = [
         frame.iloc[test_idx][["model", "batch", "gpu", "y", "capacity_mib", "over_capacity"]]
-        .assign(predicted=pred, pad=pad, padded=pred * (1.0 + pad))
+        .assign(family=families(frame.iloc[test_idx]), predicted=pred, pad=pad,
+                padded=pred * (1.0 + pad))
         for test_idx, pred, pad in folds
     ]  # fmt: skip
     return pd.concat(parts, ignore_index=True)
@@ -143,3 +156,15 @@ def evaluate(designs: dict[str, Design], frame: pd.DataFrame, protocol: str,
              n_jobs: int = 2) -> dict[str, dict[str, float]]:
     """Metrics per design name, all on the same splits of the same rows."""
     return {name: metrics(held_out(d, frame, protocol, n_jobs)) for name, d in designs.items()}
+
+
+def evaluate_by_family(designs: dict[str, Design], frame: pd.DataFrame, protocol: str,
+                       n_jobs: int = 2) -> dict[str, dict[str, dict[str, float]]]:
+    """Metrics per design name, over all held-out rows (``"all"``) and per family."""
+    out = {}
+    for name, design in designs.items():
+        rows = held_out(design, frame, protocol, n_jobs)
+        out[name] = {"all": metrics(rows), **{
+            family: metrics(part) for family, part in rows.groupby("family", sort=True)
+            if (~part["over_capacity"]).any()}}
+    return out

@@ -1,12 +1,14 @@
 """Held-out accuracy of every estimator design, side by side in one run.
 
     schedtune evaluate --protocol lomo
+    schedtune evaluate --protocol lofo            # leave one architecture family out
     schedtune evaluate --protocol logo-calibrated --target train-mem --json
 
-Protocols: random (80/20 x 10 seeds), lomo (leave one model out), logo (leave
-one GPU type out), logo-calibrated (logo plus one profiled job on the held-out
-GPU). The pad E of each fold comes from the same scheme inside its training
-rows. Reads the reference data from --data (default ../shared/data) and the
+Protocols: random (80/20 x 10 seeds), lomo (leave one model out), lofo (leave
+one family out: ResNet, DenseNet, VGG in the authors' rows), logo (leave one GPU
+type out), logo-calibrated (logo plus one profiled job on the held-out GPU). The
+pad E of each fold comes from the same scheme inside its training rows. Every
+design is also reported per family of the held-out rows. Reads the reference data from --data (default ../shared/data) and the
 cached features from profiles/features.
 """
 
@@ -21,7 +23,7 @@ from pathlib import Path
 
 from estimator.data import DEFAULT_DATA_DIR, RECONSTRUCTED, TARGETS, load_target
 from estimator.errors import EstimatorError
-from estimator.evaluation import PROTOCOLS, evaluate
+from estimator.evaluation import PROTOCOLS, evaluate_by_family
 from estimator.regressors import BASELINE, CHOSEN, DESIGNS
 
 COLUMNS = ("rmse", "rmsle", "avg_err_pct", "max_err_pct", "under_alloc_pct", "over_alloc_pct")
@@ -42,13 +44,15 @@ def main(argv: list[str] | None = None) -> int:
     except EstimatorError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    results = evaluate(DESIGNS[args.target], frame, args.protocol, n_jobs=args.jobs)
+    results = evaluate_by_family(DESIGNS[args.target], frame, args.protocol, n_jobs=args.jobs)
     report = {
         "protocol": args.protocol,
         "target": args.target,
         "chosen": CHOSEN,
         "baseline": BASELINE,
-        "estimators": results,
+        "estimators": {name: by["all"] for name, by in results.items()},
+        "by_family": {name: {f: m for f, m in by.items() if f != "all"}
+                      for name, by in results.items()},
         "reconstructed_data": args.target in RECONSTRUCTED,
         "seconds": round(time.perf_counter() - started, 1),
     }
@@ -75,6 +79,11 @@ def render(report: dict) -> str:
         f"chosen/baseline average error: {chosen['avg_err_pct'] / base['avg_err_pct']:.2f}x; "
         f"{report['seconds']} s"
     )
+    lines.append("per family of the held-out rows (avg % / max % error, under-allocated %):")
+    for name, by in report["by_family"].items():
+        lines.append(f"  {name:<18}" + "  ".join(
+            f"{family} {m['avg_err_pct']:.1f}/{m['max_err_pct']:.1f}/{m['under_alloc_pct']:.1f}"
+            for family, m in by.items()))
     if "oom_detected_pct" in chosen:
         lines.append("over-capacity rows flagged as not fitting: " + ", ".join(
             f"{n} {m['oom_detected_pct']:.0f} %" for n, m in report["estimators"].items()))

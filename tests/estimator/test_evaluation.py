@@ -33,3 +33,26 @@ def test_missing_data_dir_is_a_clear_error(tmp_path) -> None:
 
     with pytest.raises(DataMissing, match="--data"):
         load_target("train-mem", tmp_path)
+
+
+def test_lofo_holds_out_whole_families_never_a_sibling_in_fitting(frame) -> None:
+    from estimator.evaluation import _outer_splits, families
+
+    family = families(frame)
+    assert set(family) == {"resnet", "densenet", "vgg"}
+    held = []
+    for fit_idx, test_idx in _outer_splits(frame, "lofo"):
+        (out,) = set(family[test_idx])
+        assert out not in set(family[fit_idx])
+        held.extend(test_idx)
+    assert sorted(held) == list(range(len(frame)))
+
+
+def test_per_family_report_splits_the_same_held_out_rows(frame) -> None:
+    from estimator.evaluation import evaluate_by_family
+
+    designs = {"ours": DESIGNS["train-mem"]["ours"]}
+    report = evaluate_by_family(designs, frame, "lofo", n_jobs=1)["ours"]
+    assert set(report) == {"all", "resnet", "densenet", "vgg"}
+    assert sum(m["rows"] for f, m in report.items() if f != "all") == report["all"]["rows"]
+    assert report["all"]["max_err_pct"] == max(m["max_err_pct"] for m in report.values())
