@@ -15,6 +15,9 @@ directory and, when REDIS_URL is unset, the embedded redis-server), then builds 
 app (estimator loaded and warmed) *before* it opens the listening socket; workers
 fork with the app built. So a starting replica refuses connections until it can
 answer them at once, and never accepts one it leaves hanging.
+
+Shut-down: the master stops what it started, and removes the metrics directory if it
+made one (PROMETHEUS_MULTIPROC_DIR unset); a directory someone configured stays.
 """
 
 from gevent import monkey
@@ -23,6 +26,7 @@ monkey.patch_all()
 
 import gc  # noqa: E402
 import os  # noqa: E402
+import shutil  # noqa: E402
 import ssl  # noqa: E402
 import tempfile  # noqa: E402
 
@@ -31,6 +35,7 @@ from extender.settings import Settings  # noqa: E402
 _settings = Settings.from_env(os.environ)
 _embedded = []
 _children = []
+_made_dirs = []  # directories on_starting created, so on_exit removes those and no others
 
 bind = _settings.bind_address
 workers = _settings.workers
@@ -52,7 +57,10 @@ if _settings.tls_client_ca_file:  # mutual TLS: no client certificate, no connec
 
 def on_starting(server):  # noqa: ANN001
     """In the master, before it listens: shared services, then the app itself."""
-    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="schedtune-metrics-"))
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        metrics_dir = tempfile.mkdtemp(prefix="schedtune-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+        _made_dirs.append(metrics_dir)
     if _settings.embedded_redis_dir is not None:  # workers find it at settings.store_url
         from extender.state.embedded_redis import EmbeddedRedis
 
@@ -91,3 +99,5 @@ def on_exit(server):  # noqa: ANN001, ARG001
         child.wait(timeout=10)
     for redis in _embedded:
         redis.stop()
+    for directory in _made_dirs:
+        shutil.rmtree(directory, ignore_errors=True)

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,15 +69,17 @@ def _first_answer(proc: subprocess.Popen[bytes], port: int) -> Served:
     raise AssertionError(f"server did not start within {START_LIMIT_S} s (exit {proc.poll()})")
 
 
-@pytest.fixture(scope="module")
-def server(redis_url, tmp_path_factory) -> Iterator[Served]:  # noqa: ANN001
-    port, tmp = free_port(), tmp_path_factory.mktemp("served")
+@contextmanager
+def _serving(redis_url: str, tmp: Path, **env: str | None) -> Iterator[Served]:
+    """`python -m extender` with one worker, logging to `tmp`, on `env` over ours (None:
+    unset); stopped with SIGTERM (as kubelet stops a container) when the block ends."""
+    port = free_port()
     env = {**os.environ, "REDIS_URL": redis_url, "EXTENDER_BIND": "record",
            "EXTENDER_NODE_WATCH": "0", "EXTENDER_BIND_ADDRESS": f"127.0.0.1:{port}",
-           "EXTENDER_WORKERS": "1", "EXTENDER_LOG_LEVEL": "WARNING",
-           "PROMETHEUS_MULTIPROC_DIR": str(tmp)}
+           "EXTENDER_WORKERS": "1", "EXTENDER_LOG_LEVEL": "WARNING", **env}
     with open(tmp / "server.log", "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "extender"], cwd=REPO, env=env,
+        proc = subprocess.Popen([sys.executable, "-m", "extender"], cwd=REPO,
+                                env={k: v for k, v in env.items() if v is not None},
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         yield _first_answer(proc, port)
@@ -87,6 +90,13 @@ def server(redis_url, tmp_path_factory) -> Iterator[Served]:  # noqa: ANN001
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+@pytest.fixture(scope="module")
+def server(redis_url, tmp_path_factory) -> Iterator[Served]:  # noqa: ANN001
+    tmp = tmp_path_factory.mktemp("served")
+    with _serving(redis_url, tmp, PROMETHEUS_MULTIPROC_DIR=str(tmp)) as served:
+        yield served
 
 
 def test_a_starting_server_answers_the_first_connection_it_accepts(server) -> None:
@@ -117,3 +127,23 @@ def test_a_hostile_body_gets_its_400_from_a_live_worker(server) -> None:
         status, body = _request(server.port, "POST", "/filter", deep)
         assert status == 400 and "nests 60000 levels deep" in json.loads(body)["Error"]
     assert _request(server.port, "GET", "/healthz")[0] == 200
+
+
+def test_the_metrics_directory_it_made_is_removed_when_it_stops(redis_url, tmp_path) -> None:
+    made = tmp_path / "tmp"
+    made.mkdir()
+    with _serving(redis_url, tmp_path, TMPDIR=str(made), PROMETHEUS_MULTIPROC_DIR=None) as up:
+        assert up.first_status == 200
+        assert [p.name for p in made.glob("schedtune-metrics-*")]  # made where TMPDIR says
+    assert list(made.glob("schedtune-metrics-*")) == []
+
+
+def test_a_configured_metrics_directory_stays(redis_url, tmp_path) -> None:
+    configured, made = tmp_path / "metrics", tmp_path / "tmp"
+    configured.mkdir()
+    made.mkdir()
+    with _serving(redis_url, tmp_path, TMPDIR=str(made),
+                  PROMETHEUS_MULTIPROC_DIR=str(configured)) as up:
+        assert up.first_status == 200
+    assert list(configured.glob("*.db"))  # the worker's values, kept for whoever set it
+    assert list(made.glob("schedtune-metrics-*")) == []  # and no other directory made
