@@ -1,21 +1,38 @@
 """Prometheus metrics. Correct under gunicorn's worker processes: gunicorn.conf.py sets
 PROMETHEUS_MULTIPROC_DIR before the workers start, and `/metrics` then aggregates
 every worker's files through `MultiProcessCollector`.
+
+Counters and histograms count what a process did. What the cluster holds (capacity,
+reservations, jobs, waiting pods) is in Redis, not in any process, so `StateCollector`
+reads it at scrape time. Labels are verbs, outcomes, reason kinds, GPU types and job
+states: never pods, nodes or UIDs (/metrics is open to the token; extender/web/auth.py).
+docs/observability.md lists every metric.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import time
 from collections import Counter as Tally
-from collections.abc import Iterable
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import (
-    CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest, multiprocess,
+    CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest,
+    multiprocess,
 )  # fmt: skip
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from extender.core.queue_report import queue_report
+from extender.errors import StoreUnavailable
+from extender.model import Limits, type_of
 
 if TYPE_CHECKING:
     from extender.core.filtering import FilterDecision
+    from extender.state.store import RedisStore
 
 REQUEST_SECONDS = Histogram(
     "schedtune_extender_request_seconds", "Latency per verb", ["verb"],
@@ -41,6 +58,15 @@ MONITOR_POD_ERRORS = Counter("schedtune_monitor_pod_errors_total", "Pods or reco
                              "could not apply (skipped; the others go on)")
 WAITERS_REQUEUED = Counter("schedtune_waiters_requeued_total", "Waiting pods updated so "
                            "kube-scheduler retries them after a release", ["outcome"])
+EVENTS = Counter("schedtune_events_total", "Kubernetes events the monitor posts on pods "
+                 "(outcome: posted, dropped, failed)", ["reason", "outcome"])
+PREDICTION_ERROR = Histogram(
+    "schedtune_prediction_error_ratio", "Observed / predicted, per finished run "
+    "(1 = exact; above 1: the run took longer than predicted)", ["target"],
+    buckets=(0.25, 0.5, 0.67, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 4.0),
+)  # fmt: skip
+NO_LAYOUT = "no-layout"  # the gpu_type label of reservations on nodes the watcher never saw
+STATE_UP_HELP = "1 when the state in Redis could be read for this scrape, else 0"
 
 
 def denial_kind(reason: str) -> str:
@@ -70,9 +96,84 @@ def count_filter(verb: str, decision: FilterDecision) -> None:
     record_denials(v.reason for v in decision.verdicts.values() if not v.fits)
 
 
-def render() -> tuple[bytes, str]:
+def observe_prediction(observed_s: float, predicted_s: float) -> None:
+    """Record one finished run's time against its prediction (the monitor's, on release).
+    A non-finite or non-positive value (a run never timed, a broken record) is ignored."""
+    if not (observed_s > 0 and predicted_s > 0):  # False for NaN too
+        return
+    ratio = observed_s / predicted_s
+    if math.isfinite(ratio) and ratio > 0:
+        PREDICTION_ERROR.labels("time").observe(ratio)
+
+
+class StateCollector(Collector):
+    """The shared state as gauges, read from Redis at each scrape: per GPU type, capacity,
+    reserved MiB (live reservations only: expired ones are not counted), GPUs and jobs by
+    state; waiting pods; and `schedtune_state_up`. Every replica reports the same values,
+    so aggregate them with `max`, never `sum`.
+
+    Redis unreachable: only `schedtune_state_up 0`, never an exception, so a scrape still
+    returns the process's own metrics.
+    """
+
+    def __init__(self, store: RedisStore, limits: Limits,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.limits = limits
+        self.clock = clock
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        now = self.clock()
+        try:
+            layouts = self.store.node_layouts()
+            report = queue_report(layouts, self.store.jobs(), self.limits, now)
+            waiting = len(self.store.waiters(now))
+        except StoreUnavailable:
+            yield GaugeMetricFamily("schedtune_state_up", STATE_UP_HELP, value=0)
+            return
+        capacity: dict[str, float] = defaultdict(float)
+        gpus: dict[str, int] = defaultdict(int)
+        reserved: dict[str, float] = defaultdict(float)
+        jobs: Tally[tuple[str, str]] = Tally()
+        for entry in report:
+            layout = layouts.get(entry["node"])
+            gpu_type = NO_LAYOUT if layout is None else type_of(layout)
+            gpus[gpu_type] += layout.count if layout else 0
+            capacity[gpu_type] += layout.count * layout.memory_mib if layout else 0
+            for gpu in entry["gpus"]:
+                reserved[gpu_type] += gpu["reserved_mib"]
+                jobs.update((gpu_type, job["state"]) for job in gpu["queue"])
+        yield GaugeMetricFamily("schedtune_state_up", STATE_UP_HELP, value=1)
+        yield _by_type("schedtune_gpu_capacity_mib", "GPU memory of the nodes' layouts, MiB",
+                       capacity)
+        yield _by_type("schedtune_gpu_reserved_mib", "GPU memory held by live reservations, MiB",
+                       reserved)
+        yield _by_type("schedtune_gpus", "GPUs in the nodes' layouts", gpus)
+        family = GaugeMetricFamily("schedtune_jobs", "Live reservations by GPU type and state "
+                                   "(reserved, bound, running)", labels=["gpu_type", "state"])
+        for (gpu_type, state), count in sorted(jobs.items()):
+            family.add_metric([gpu_type, state], count)
+        yield family
+        yield GaugeMetricFamily("schedtune_waiting_pods", "Annotated pods that fit nowhere "
+                                "when last filtered, still waiting", value=waiting)
+
+
+def _by_type(name: str, documentation: str, values: dict[str, float] | dict[str, int]
+             ) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, documentation, labels=["gpu_type"])
+    for gpu_type, value in sorted(values.items()):
+        family.add_metric([gpu_type], value)
+    return family
+
+
+def render(extra: Iterable[Collector] = ()) -> tuple[bytes, str]:
+    """The exposition of this process's metrics (every worker's, under gunicorn) and of
+    the `extra` collectors, run once each."""
+    registry = CollectorRegistry()
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
-        return generate_latest(registry), CONTENT_TYPE_LATEST
-    return generate_latest(), CONTENT_TYPE_LATEST
+    else:
+        registry.register(REGISTRY)
+    for collector in extra:
+        registry.register(collector)
+    return generate_latest(registry), CONTENT_TYPE_LATEST
