@@ -30,6 +30,7 @@ GRANTS = {
                           ("", "events", "create")},
     "schedtune-node-watch": {("", "nodes", "list"), ("", "nodes", "watch")},
 }
+DASHBOARD_CONFIG_MAP = "schedtune-grafana-dashboard"  # for Grafana's dashboard sidecar
 COMMANDS = {"schedtune-extender": "serve", "schedtune-monitor": "monitor",
             "schedtune-node-watch": "node-watch"}
 
@@ -94,6 +95,11 @@ def _generated_secrets() -> dict[str, dict[str, str]]:
     """secretGenerator: Secret name -> {key: file under k8s/}."""
     return {g["name"]: dict(f.split("=", 1) for f in g["files"])
             for g in _kustomization()["secretGenerator"]}
+
+
+def _generated_config_maps() -> dict[str, list[str]]:
+    """configMapGenerator: ConfigMap name -> its files under k8s/."""
+    return {g["name"]: g["files"] for g in _kustomization()["configMapGenerator"]}
 
 
 def _policies() -> dict[str, dict]:
@@ -177,11 +183,12 @@ def test_every_manifest_parses_and_kustomization_lists_every_file() -> None:
     kustomization = _kustomization()
     top_level = {name for name in docs if "/" not in name}
     assert set(kustomization["resources"]) == top_level - NOT_IN_KUSTOMIZATION
-    (generated,) = kustomization["configMapGenerator"]
-    assert generated["files"] == ["scheduler-config.yaml"]
+    generated = _generated_config_maps()
+    assert generated == {"schedtune-scheduler-config": ["scheduler-config.yaml"],
+                         DASHBOARD_CONFIG_MAP: ["grafana-dashboard.json"]}
     mounted = [v["configMap"]["name"] for v in _spec("schedtune-scheduler")["volumes"]
                if "configMap" in v]
-    assert mounted == [generated["name"]]
+    assert mounted == ["schedtune-scheduler-config"]
     # Every Secret a workload uses is generated (and nothing else is).
     used = {v["secret"]["secretName"] for name in _workloads() for v in
             _spec(name).get("volumes", []) if "secret" in v}
@@ -263,6 +270,13 @@ def test_kubectl_kustomize_builds_with_generated_secrets(tmp_path: Path) -> None
                 for env in container.get("env", []):
                     if "valueFrom" in env:
                         assert ("Secret", env["valueFrom"]["secretKeyRef"]["name"]) in names
+    # The dashboard for Grafana's sidecar: its label, one stable name, the JSON as written.
+    (dashboard,) = [d for d in docs if d["kind"] == "ConfigMap"
+                    and d["metadata"]["name"] == DASHBOARD_CONFIG_MAP]
+    assert dashboard["metadata"]["labels"] == {"grafana_dashboard": "1"}
+    assert dashboard["metadata"]["namespace"] == NAMESPACE
+    written = (K8S / "grafana-dashboard.json").read_text()
+    assert dashboard["data"] == {"grafana-dashboard.json": written}
 
 
 def test_cert_manager_issues_the_secrets_the_pods_mount() -> None:
