@@ -1,6 +1,7 @@
 """k8s/grafana-dashboard.json: well formed for Grafana, and every PromQL query names only
 series the extender or the monitor exports (read from the code's own registry and from the
-state collector run on a real Redis), and every exported metric is on a panel."""
+state collector run on a real Redis), and every exported metric is on a panel. The alert
+expressions in docs/observability.md are held to the same names."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ from extender import metrics
 from extender.model import FilterRecord, JobRecord, Limits, NodeGpus, PodDemand, Waiter
 from extender.state.store import RedisStore
 
-DASHBOARD = Path(__file__).resolve().parent.parent / "k8s" / "grafana-dashboard.json"
+ROOT = Path(__file__).resolve().parent.parent
+DASHBOARD = ROOT / "k8s" / "grafana-dashboard.json"
+OBSERVABILITY = ROOT / "docs" / "observability.md"
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 # The series names a family exports, by type. Not `_created`: gunicorn's multi-process
 # exposition (the extender's /metrics) has none.
@@ -146,3 +149,10 @@ def test_a_query_of_a_series_nobody_exports_is_caught(exported: set[str]) -> Non
 def test_every_exported_metric_is_on_a_panel(families: list[Metric]) -> None:
     shown = {name for _, expr in targets(dashboard()) for name in metric_names(expr)}
     assert sorted(f.name for f in families if not series(f) & shown) == []
+
+
+def test_the_documented_alerts_name_exported_series(exported: set[str]) -> None:
+    blocks = re.findall(r"```promql\n(.*?)```", OBSERVABILITY.read_text(), re.DOTALL)
+    alerts = [line for block in blocks for line in block.splitlines() if line.strip()]
+    assert alerts and all(metric_names(expr) for expr in alerts)
+    assert sorted({name for expr in alerts for name in metric_names(expr)} - exported) == []
