@@ -87,12 +87,13 @@ class NodeGpus:
 class Need:
     """The job on one GPU type: padded memory to reserve and predicted seconds alone;
     `pad`: the fraction added to the predicted memory; `seen`: the GPU type was in the
-    estimator's training rows (both said in the pod's event)."""
+    estimator's training rows (all three said in the pod's event)."""
 
     padded_mib: float
     predicted_s: float
     pad: float = 0.0
     seen: bool = True
+    oom_floor: bool = False  # raised to the floor an earlier OOM kill of the job set
 
 
 @dataclass(frozen=True)
@@ -216,6 +217,11 @@ class Waiter(NamedTuple):
     pod: str = ""
 
 
+def job_type(model: str, task: str, batch: int, gpu_type: str) -> str:
+    """What an OOM floor is kept per: the same job on the same GPU type."""
+    return f"{model}|{task}|{batch}|{gpu_type}"
+
+
 @dataclass(frozen=True)
 class Decision:
     """A decision told to the pod's owner (a Kubernetes Event the monitor posts) and to
@@ -236,11 +242,13 @@ class Decision:
 class ClusterSnapshot:
     """A frozen read of the nodes a request names: decisions read this, never live keys.
 
-    `waiting`: live waiters, oldest first."""
+    `waiting`: live waiters, oldest first; `floors`: the least a job type may reserve
+    after an OOM kill of it (`extender.core.oom`)."""
 
     now: float
     nodes: dict[str, NodeState] = field(default_factory=dict)
     waiting: tuple[Waiter, ...] = ()
+    floors: Mapping[str, float] = field(default_factory=dict)  # `job_type` -> MiB after OOMs
 
 
 @dataclass(frozen=True)

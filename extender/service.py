@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from estimator.errors import EstimatorError
 from estimator.predict import Estimator, Job
 from extender.cluster.binders import RECORD_ONLY, BindTarget, PodReader
-from extender.core import binding, decisions, filtering, prioritizing
+from extender.core import binding, decisions, filtering, oom, prioritizing
 from extender.core.annotations import AnnotationError, parse_demand
 from extender.core.job import Assessment, NotOurs, PodJob, Refused
 from extender.errors import Conflict, StoreUnavailable
@@ -119,8 +119,9 @@ class Scheduler:
         """Reserve for the pod on `node`, then bind and confirm; with no `binder` (someone
         else binds) the reservation stays unconfirmed, expiring unless confirmed."""
         now = self.clock()
-        state = self.store.snapshot({node: filtered.layouts.get(node)}, now,
-                                    vet=binding.trusted_layout).nodes[node]
+        snapshot = self.store.snapshot({node: filtered.layouts.get(node)}, now,
+                                       vet=binding.trusted_layout)
+        state = snapshot.nodes[node]
         if state.gpus is None or not state.gpus.count:
             # No layout to plan with (the record keeps passing nodes only, and a Volcano
             # predicate keeps its node only): a retry of a placement made is still fine.
@@ -132,7 +133,8 @@ class Scheduler:
             gpus = None
         else:
             plan = binding.plan_reservation(pod, filtered.demand, state,
-                                            self._needs(filtered.demand, [state]),
+                                            self._needs(filtered.demand, [state],
+                                                        snapshot.floors),
                                             self.settings, now,
                                             frozenset(filtered.held.get(node, ())))
             reservation = self.store.reserve(plan.record, plan.candidates, now,
@@ -168,17 +170,21 @@ class Scheduler:
             if demand is None:
                 return NotOurs()
             snapshot = self.store.snapshot(nodes, self.clock())
-            return PodJob(demand, snapshot, self._needs(demand, snapshot.nodes.values()))
+            return PodJob(demand, snapshot,
+                          self._needs(demand, snapshot.nodes.values(), snapshot.floors))
         except (AnnotationError, EstimatorError) as exc:
             return Refused(str(exc))
 
-    def _needs(self, demand: PodDemand, nodes: Iterable[NodeState]) -> dict[str, Need]:
-        """Padded memory and predicted time of the job on each GPU type of `nodes`."""
+    def _needs(self, demand: PodDemand, nodes: Iterable[NodeState],
+               floors: Mapping[str, float]) -> dict[str, Need]:
+        """Padded memory and predicted time of the job on each GPU type of `nodes`, the
+        memory never below the floor an OOM kill of the job set (`core.oom`)."""
         types = {type_of(n.gpus) for n in nodes if n.gpus is not None and n.gpus.count}
         job = Job(demand.model, demand.task, demand.batch, demand.units)
         known = sorted(t for t in types - {UNKNOWN_TYPE})
         estimates = self.estimator.estimate(job, gpus=known)
         if UNKNOWN_TYPE in types:
             estimates = {**estimates, UNKNOWN_TYPE: self.estimator.estimate_unknown(job)}
-        return {t: Need(e.padded_mib, e.predicted_s, e.pad, e.seen_in_training)
-                for t, e in estimates.items()}
+        return oom.apply_floors(demand, {
+            t: Need(e.padded_mib, e.predicted_s, e.pad, e.seen_in_training)
+            for t, e in estimates.items()}, floors)

@@ -17,7 +17,9 @@ annotated with ``schedtune.io/model``:
   the freed GPU (``schedtune.io/requeued-at``: kube-scheduler retries it now),
   and appends an observation (model, task, batch, units, GPU type, seconds,
   OOM, outcome) for retraining;
-* OOMKilled containers: counted once each (`st:ooms`, ``schedtune_oom_kills_total``).
+* OOMKilled containers: counted once each (`st:ooms`, ``schedtune_oom_kills_total``),
+  and the killed job's type (model, task, batch, GPU type) never gets the same
+  reservation again: its floor in Redis rises above what was reserved (`core.oom`);
 
 Its second thread (`extender.cluster.events`) posts the decisions the extender logs
 (reserved, waiting, a GPU held) and the releases logged here as Events on the pods.
@@ -43,17 +45,17 @@ from estimator.errors import EstimatorError
 from estimator.predict import Estimator, Job
 from extender import logs
 from extender.cluster.pods import FINISHED_PHASES, PodFacts, outcome_of, pod_facts, pod_uid
-from extender.core import decisions
+from extender.core import decisions, oom
 from extender.core.adoption import likeliest_gpu, trusted_reservation, waiters_that_fit
 from extender.core.annotations import AnnotationError, parse_demand
 from extender.errors import StoreUnavailable
 from extender.metrics import (
     ADOPTION_OVERCOMMITS, ADOPTIONS, ADOPTIONS_UNVERIFIED, MONITOR_POD_ERRORS, OOM_KILLS,
-    RELEASES, WAITERS_REQUEUED,
+    RELEASES, WAITERS_REQUEUED, observe_prediction,
 )  # fmt: skip
 from extender.model import (
-    GPU, PREDICTED_S, REQUEUED_AT, RESERVED_MIB, SIGNATURE, Decision, JobRecord, NodeState, PodInfo,
-    type_of,
+    GPU, PREDICTED_S, REQUEUED_AT, RESERVED_MIB, SIGNATURE, Decision, JobRecord, NodeState,
+    PodInfo, job_type, type_of,
 )  # fmt: skip
 from extender.settings import Settings
 from extender.state.store import RedisStore
@@ -121,7 +123,7 @@ class Monitor:
                 log.error("OOM kill", extra={"pod": facts.name, "namespace": facts.namespace,
                                              "pod_uid": facts.uid, "node": facts.node})
                 self._warn(facts, "SchedTuneOOMKilled", "a container was OOM-killed on "
-                           f"{facts.node}; the reservation was too small: report it")
+                           f"{facts.node}; the reservation was too small{self._learn(facts)}")
         if facts.phase in FINISHED_PHASES:
             self._finish(facts, outcome_of(facts))
             return
@@ -160,13 +162,30 @@ class Monitor:
         if released.started_at <= 0:
             return
         ended = facts.finished_at or self.clock()
+        seconds = max(0.0, ended - released.started_at)
+        if outcome == "succeeded":  # a run cut short would read as a wrong prediction
+            observe_prediction(seconds, released.predicted_s)
         self.store.record_observation({
             "uid": facts.uid, "model": released.model, "task": released.task,
             "batch": released.batch, "units": released.units, "gpu_type": released.gpu_type,
-            "node": released.node, "seconds": round(max(0.0, ended - released.started_at), 3),
+            "node": released.node, "seconds": round(seconds, 3),
             "predicted_s": released.predicted_s, "reserved_mib": released.reserved_mib,
             "oom": int(bool(facts.oom_events)), "outcome": outcome,
         })  # fmt: skip
+
+    def _learn(self, facts: PodFacts) -> str:
+        """Raise the OOM floor of the killed job's type (every replica reserves at least
+        that from its next request); returns what to add to the pod's Warning."""
+        job = self.store.job(facts.uid)
+        if job is None or not job.gpu_type or job.batch <= 0:
+            return ": report it"  # not a reservation of ours (or one adopted without a type)
+        floor = self.store.raise_floor(job_type(job.model, job.task, job.batch, job.gpu_type),
+                                       oom.next_floor(job.reserved_mib))
+        log.warning("OOM floor raised", extra={"model": job.model, "task": job.task,
+                                               "batch": job.batch, "gpu_type": job.gpu_type,
+                                               "floor_mib": floor})
+        return (f" ({job.reserved_mib:.0f} MiB); {job.model} {job.task} batch {job.batch} "
+                f"on {job.gpu_type} now reserves at least {floor:.0f} MiB")
 
     def _tell(self, decision: Decision) -> None:
         try:

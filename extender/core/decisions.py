@@ -19,10 +19,12 @@ def reserved(namespace: str, name: str, reservation: Reservation, gpus: NodeGpus
              need: Need) -> Decision:
     label = gpus.gpu_type or gpus.product
     seen = "GPU type seen in training" if need.seen else "GPU type not in training data"
+    why = ("the floor an earlier OOM kill of this job set" if need.oom_floor
+           else f"pad {need.pad * 100:.1f} % ({seen})")
     return Decision("reserved", reservation.uid, f"{namespace}/{name}", (
         f"reserved {need.padded_mib:.0f} MiB of {gpus.memory_mib} on GPU "
         f"{reservation.gpu_index} ({label}) of {reservation.node}; predicted "
-        f"{need.predicted_s:.0f} s; pad {need.pad * 100:.1f} % ({seen})"), reservation.node)
+        f"{need.predicted_s:.0f} s; {why}"), reservation.node)
 
 
 def waiting(waiter: Waiter) -> Decision:

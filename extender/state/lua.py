@@ -90,7 +90,8 @@ return {'full', table.concat(report, ',')}
 CHANGES = """
 local since = ARGV[1]
 local out = {redis.call('GET', 'st:epoch') or '', redis.call('GET', 'st:rev') or '0',
-             redis.call('GET', KEYS[1]) or '0', redis.call('HVALS', 'st:waiting')}
+             redis.call('GET', KEYS[1]) or '0', redis.call('HVALS', 'st:waiting'),
+             redis.call('HGETALL', 'st:floors')}
 for _, queue in ipairs(redis.call('ZRANGEBYSCORE', 'st:changed', '(' .. since, '+inf')) do
   local rows = {}
   for _, uid in ipairs(redis.call('ZRANGE', queue, 0, -1)) do
@@ -217,4 +218,17 @@ TELL = """
 if KEYS[2] and not redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[1]) then return 0 end
 redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', unpack(ARGV, 3))
 return 1
+"""
+
+RAISE_FLOOR = """
+-- The least a job type may reserve after an OOM kill (KEYS[1] hash, ARGV[1] job type):
+-- only ever raised. Returns the floor now in force.
+local current = tonumber(redis.call('HGET', KEYS[1], ARGV[1])) or 0
+if current ~= current then current = 0 end
+local wanted = tonumber(ARGV[2])
+if wanted > current then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+  return ARGV[2]
+end
+return tostring(current)
 """

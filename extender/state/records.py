@@ -16,6 +16,8 @@ import orjson
 
 from extender.model import JobRecord, NodeGpus, QueuedJob, Waiter
 
+MAX_FLOOR_MIB = 2**20  # 1 TiB: a larger OOM floor is not a reading of any GPU
+
 
 def live_waiters(raw: list[str], now: float) -> tuple[Waiter, ...]:
     """Decoded waiters not yet expired, oldest first (a bad entry is skipped, not fatal)."""
@@ -98,3 +100,14 @@ def reading(text: Any, default: float) -> float:
     except (TypeError, ValueError):
         return default
     return value if math.isfinite(value) and value >= 0 else default
+
+
+def floors_from_pairs(pairs: list[str]) -> dict[str, float]:
+    """OOM floors as stored (job type -> MiB); unreadable, non-finite or non-positive
+    values are left out (a floor only ever adds room)."""
+    floors = {}
+    for key, raw in as_mapping(pairs).items():
+        mib = reading(raw, 0.0)
+        if 0 < mib <= MAX_FLOOR_MIB:
+            floors[key] = mib
+    return floors

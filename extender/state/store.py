@@ -33,6 +33,8 @@ Key layout (human readable; every key is built by the helpers below):
     st:told:{once key}      string  a decision already told (expires after
                                     `decision_repeat_s`: a waiting pod is told once)
     st:decisions:posted     string  the last decision the monitor posted as an Event
+    st:floors               hash    job type (model|task|batch|GPU type) -> the least MiB it
+                                    may reserve after an OOM kill of it (only ever raised)
 
 Reserved MiB and job counts are never stored as counters: every read and the
 reservation itself derive them from the queue members' job hashes, so nothing
@@ -60,7 +62,8 @@ from extender.model import (
 )  # fmt: skip
 from extender.state import lua
 from extender.state.records import (
-    job_from_mapping, job_from_pairs, layout_from_json, live_waiters, queued_jobs,
+    floors_from_pairs, job_from_mapping, job_from_pairs, layout_from_json, live_waiters,
+    queued_jobs,
 )
 from extender.state.queue_mirror import QueueMirror
 
@@ -77,6 +80,7 @@ OBSERVATIONS_MAXLEN = 100_000
 DECISIONS_KEY = "st:decisions"
 DECISIONS_POSTED_KEY = "st:decisions:posted"
 DECISIONS_MAXLEN = 2_000
+FLOORS_KEY = "st:floors"
 LayoutRule = Callable[[NodeGpus | None, NodeGpus | None], NodeGpus | None]
 KUBE_BIND = "kube"  # a reservation's source: kube-scheduler's bind verb
 VOLCANO_ALLOCATE = "volcano"  # Volcano's allocate event (only its deallocate may drop it)
@@ -113,6 +117,7 @@ class RedisStore:
         self._adopt = client.register_script(lua.ADOPT)
         self._wait = client.register_script(lua.WAIT)
         self._tell = client.register_script(lua.TELL)
+        self._raise_floor = client.register_script(lua.RAISE_FLOOR)
         self._layout_cache: tuple[str | None, dict[str, NodeGpus]] = (None, {})
         self._mirror = QueueMirror()
         self._mirror_lock = threading.Lock()
@@ -134,7 +139,7 @@ class RedisStore:
         `vet(claimed, watched)`, when given, decides each node's layout from the one
         named (claimed by a request) and the node watcher's (None: never seen)."""
         with self._mirror_lock:
-            nodes_rev, waiting = self._sync_mirror()
+            nodes_rev, waiting, floors = self._sync_mirror()
             watches = vet is not None or None in nodes.values()
             watched = self._layouts(nodes_rev) if watches else {}
             layouts = {name: vet(layout, watched.get(name)) if vet is not None
@@ -142,18 +147,20 @@ class RedisStore:
             mirror = self._mirror
             states = {name: mirror.node_state(name, layout, now)
                       for name, layout in layouts.items()}  # fmt: skip
-        return ClusterSnapshot(now=now, nodes=states, waiting=live_waiters(waiting, now))
+        return ClusterSnapshot(now=now, nodes=states, waiting=live_waiters(waiting, now),
+                               floors=floors_from_pairs(floors))
 
-    def _sync_mirror(self) -> tuple[str, list[str]]:
+    def _sync_mirror(self) -> tuple[str, list[str], list[str]]:
         """Bring the mirror up to date: one script call returning only what changed.
 
-        Returns the node layouts' rev and the raw waiters, read in the same call."""
+        Returns the node layouts' rev, the raw waiters and OOM floors, read in the same
+        call."""
         mirror = self._mirror
-        epoch, rev, nodes_rev, waiting, *changed = self._call(
+        epoch, rev, nodes_rev, waiting, floors, *changed = self._call(
             self._changes, keys=[NODES_REV_KEY], args=[mirror.rev])
         if epoch != mirror.epoch or int(rev) < mirror.rev:
             mirror.reset(epoch)
-            _, rev, nodes_rev, waiting, *changed = self._call(
+            _, rev, nodes_rev, waiting, floors, *changed = self._call(
                 self._changes, keys=[NODES_REV_KEY], args=[0])
         updates = []
         for queue, rows in zip(changed[::2], changed[1::2], strict=True):
@@ -161,7 +168,15 @@ class RedisStore:
             if index.isascii() and index.isdigit():  # else no helper built it: not a GPU
                 updates.append((node, int(index), queued_jobs(rows)))
         mirror.apply(int(rev), updates)
-        return nodes_rev, waiting
+        return nodes_rev, waiting, floors
+
+    def raise_floor(self, job_type: str, mib: float) -> float:
+        """Let the job type reserve at least `mib` from now on (a floor only rises);
+        returns the floor in force."""
+        return float(self._call(self._raise_floor, keys=[FLOORS_KEY], args=[job_type, mib]))
+
+    def floors(self) -> dict[str, float]:
+        return floors_from_pairs(self._call(self._redis.hgetall, FLOORS_KEY))
 
     def reserve(self, record: JobRecord, candidates: Iterable[tuple[int, float, int]],
                 now: float, ttl_s: float, source: str = KUBE_BIND) -> Reservation:

@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from prometheus_client import REGISTRY
 
 from extender.cluster import kube
 from extender.cluster.monitor import Monitor, pod_facts
@@ -53,6 +54,8 @@ def monitor(store, clock, estimator, settings) -> Monitor:
 
 def test_every_reservation_is_released_on_the_event_that_ends_its_pod(monitor, store, clock) -> None:
     clock.now = 1_795_240_000.0  # an hour after the recorded pods were created
+    ratios = ("schedtune_prediction_error_ratio_count", {"target": "time"})
+    ratios_before = REGISTRY.get_sample_value(*ratios) or 0.0
     warnings = []
     monitor.warn = lambda facts, reason, message: warnings.append((facts.name, reason))
     ended = set()
@@ -78,6 +81,7 @@ def test_every_reservation_is_released_on_the_event_that_ends_its_pod(monitor, s
     assert observed["b"]["outcome"] == "deleted"
     assert observed["c"]["outcome"] == "oom" and observed["c"]["oom"] == "1"
     assert observed["e"]["outcome"] == "evicted"
+    assert REGISTRY.get_sample_value(*ratios) - ratios_before == 1  # a's run: the one succeeded
     assert store.oom_count() == 2  # two OOM-killed container instances, each counted once
     assert warnings == [("train-c", "SchedTuneOOMKilled")] * 2
 

@@ -1,0 +1,97 @@
+"""An OOM-killed job's retry never gets the reservation that was killed (real Redis, the
+monitor fed the pod as the API server reports it, the extender over its HTTP routes)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from extender.cluster.monitor import Monitor
+from extender.core.oom import next_floor
+from extender.model import RESERVED_MIB, NodeGpus, job_type
+from extender.settings import Settings
+from extender.web.app import create_app
+from tests.builders import bind_args, filter_args, make_node, make_pod
+
+BIG = make_node("big", "NVIDIA-GeForce-RTX-3090", count=4, memory_mib=24576, replicas=4)
+BIG_LAYOUT = NodeGpus("NVIDIA-GeForce-RTX-3090", "RTX-3090", 4, 24576, share_slots=4)
+OURS = "schedtune-scheduler"
+VGG32 = job_type("vgg16", "train", 32, "RTX-3090")
+
+
+@pytest.fixture
+def monitor(store, clock, estimator) -> Monitor:
+    store.put_node("big", BIG_LAYOUT)
+    return Monitor(store, estimator, clock=clock, settings=Settings(scheduler_name=OURS))
+
+
+def _reserve(client, binder, name: str, batch: int = 32) -> tuple[dict, float]:
+    """Filter and bind a vgg16 training; the pod as then bound, and the MiB reserved."""
+    pod = make_pod(name, model="vgg16", batch=batch, epochs=1)
+    out = client.post("/filter", json=filter_args(pod, [BIG])).get_json()
+    assert [n["metadata"]["name"] for n in out["Nodes"]["items"]] == ["big"], out["FailedNodes"]
+    assert client.post("/bind", json=bind_args(pod, "big")).get_json() == {"Error": ""}
+    bound = copy.deepcopy(pod)
+    bound["metadata"]["annotations"].update(binder.calls[-1][4])
+    bound["spec"].update(nodeName="big", schedulerName=OURS)
+    return bound, float(binder.calls[-1][4][RESERVED_MIB])
+
+
+def _oom_killed(pod: dict, restart: int = 0) -> dict:
+    pod = copy.deepcopy(pod)
+    pod["status"] = {"phase": "Running", "containerStatuses": [{
+        "name": "trainer", "restartCount": restart + 1,
+        "state": {"running": {"startedAt": "2026-11-23T10:01:00Z"}},
+        "lastState": {"terminated": {"reason": "OOMKilled", "exitCode": 137,
+                                     "containerID": f"containerd://{restart}",
+                                     "startedAt": "2026-11-23T10:00:00Z",
+                                     "finishedAt": "2026-11-23T10:00:50Z"}}}]}
+    return pod
+
+
+def test_the_retry_of_a_killed_job_reserves_more_in_every_replica(
+        client, binder, store, monitor, settings, estimator, clock) -> None:
+    warned = []
+    monitor.warn = lambda facts, reason, message: warned.append((reason, message))
+    first, _ = _reserve(client, binder, "train-0")
+    killed_mib = store.job(first["metadata"]["uid"]).reserved_mib
+    monitor.on_event("MODIFIED", _oom_killed(first))
+    floor = next_floor(killed_mib)
+    assert floor >= killed_mib + 1024
+    assert store.floors() == {VGG32: floor}
+    assert warned[0][0] == "SchedTuneOOMKilled"
+    assert f"now reserves at least {floor:.0f} MiB" in warned[0][1]
+
+    retry, _ = _reserve(client, binder, "train-0-retry")
+    assert store.job(retry["metadata"]["uid"]).reserved_mib == floor > killed_mib
+    told = [d for d in store.decisions(5) if d["pod"] == "default/train-0-retry"]
+    assert told and "the floor an earlier OOM kill of this job set" in told[0]["message"]
+    # Another replica (its own app and Redis client, the same Redis) reserves it too.
+    other = create_app(settings, binder=binder, clock=clock, estimator=estimator).test_client()
+    again, _ = _reserve(other, binder, "train-0-again")
+    assert store.job(again["metadata"]["uid"]).reserved_mib == floor
+    # Another batch is another job type: its own estimate, untouched.
+    _, small_mib = _reserve(client, binder, "train-16", batch=16)
+    assert small_mib < killed_mib
+
+    # Killed again at the floor: the floor rises again; the same kill seen twice does not.
+    monitor.on_event("MODIFIED", _oom_killed(retry))
+    monitor.on_event("MODIFIED", _oom_killed(retry))
+    assert store.floors() == {VGG32: next_floor(floor)}
+
+
+def test_a_floor_only_rises_and_unreadable_floors_are_ignored(store, redis_client) -> None:
+    assert store.raise_floor(VGG32, 9000) == 9000
+    assert store.raise_floor(VGG32, 5000) == 9000
+    redis_client.hset("st:floors", mapping={"a|train|8|T4": "nan", "b|train|8|T4": "-5",
+                                            "c|train|8|T4": "1e300", "d|train|8|T4": "x"})
+    assert store.floors() == {VGG32: 9000.0}
+    assert store.snapshot({}, 0.0).floors == {VGG32: 9000.0}
+
+
+def test_an_oom_of_a_pod_we_never_reserved_for_raises_nothing(store, monitor) -> None:
+    stranger = make_pod("theirs", model="vgg16", batch=32)
+    stranger["spec"].update(nodeName="big", schedulerName="default-scheduler")
+    monitor.on_event("MODIFIED", _oom_killed(stranger))
+    assert store.floors() == {}
