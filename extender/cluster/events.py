@@ -2,10 +2,11 @@
 
 The extender never calls the API server for an Event: it appends each decision to
 the log in Redis as it decides (`RedisStore.record_filter`, `log_decisions`), so no
-verb waits on one and the extender's account needs no `events` permission. This
-poster reads the log after where it stopped (kept in Redis: a restarted monitor
-neither repeats nor skips) and posts each decision as a Normal Event, at most `rate`
-per second in bursts of `burst` (client-go's event recorder limits the same way).
+verb waits on one and the extender's account needs no `events` permission. Every
+monitor replica runs a poster; they share the log through a Redis consumer group, so
+each decision is posted by one of them, and one a dead replica took is taken over
+after a minute. Each is posted as a Normal Event, at most `rate` per second in bursts
+of `burst` (client-go's event recorder limits the same way).
 Over the limit a decision is dropped and counted (the status page still lists it),
 never queued without bound.
 """
@@ -13,6 +14,8 @@ never queued without bound.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -48,22 +51,17 @@ class TokenBucket:
 
 class EventPoster:
     def __init__(self, store: RedisStore, post: Post, rate: float = 5.0, burst: int = 25,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, name: str | None = None) -> None:
         self.store, self.post = store, post
         self.bucket = TokenBucket(rate, burst, clock)
-        self.cursor: str | None = None
+        self.name = name or f"{socket.gethostname()}-{os.getpid()}"
 
     def run_once(self, block_ms: int | None = None) -> int:
-        """Post the decisions logged since the last call; returns how many were read."""
-        if self.cursor is None:  # first run on this state: from now on, not the backlog
-            self.cursor = self.store.decisions_posted() or next(
-                (d["id"] for d in self.store.decisions(1)), "0")
-        entries = self.store.decisions_after(self.cursor, BATCH, block_ms)
-        for entry_id, fields in entries:
+        """Post the decisions this poster claims now; returns how many it handled."""
+        entries = self.store.claim_decisions(self.name, BATCH, block_ms)
+        for _, fields in entries:
             self._post(fields)
-            self.cursor = entry_id
-        if entries:
-            self.store.set_decisions_posted(self.cursor)
+        self.store.ack_decisions(entry_id for entry_id, _ in entries)
         return len(entries)
 
     def run_forever(self, stop: threading.Event, block_ms: int = 1000) -> None:

@@ -32,7 +32,7 @@ Key layout (human readable; every key is built by the helpers below):
                                     node, message; capped at about 2,000
     st:told:{once key}      string  a decision already told (expires after
                                     `decision_repeat_s`: a waiting pod is told once)
-    st:decisions:posted     string  the last decision the monitor posted as an Event
+                                    (consumer group `event-posters`: the monitors)
     st:floors               hash    job type (model|task|batch|GPU type) -> the least MiB it
                                     may reserve after an OOM kill of it (only ever raised)
 
@@ -78,7 +78,7 @@ OOMS_KEY = "st:ooms"
 WAITING_KEY = "st:waiting"
 OBSERVATIONS_MAXLEN = 100_000
 DECISIONS_KEY = "st:decisions"
-DECISIONS_POSTED_KEY = "st:decisions:posted"
+POSTERS_GROUP = "event-posters"  # the monitors' consumer group on the decision log
 DECISIONS_MAXLEN = 2_000
 FLOORS_KEY = "st:floors"
 LayoutRule = Callable[[NodeGpus | None, NodeGpus | None], NodeGpus | None]
@@ -352,20 +352,30 @@ class RedisStore:
         entries = self._call(self._redis.xrevrange, DECISIONS_KEY, count=limit)
         return [{"id": entry_id, **fields} for entry_id, fields in entries]
 
-    def decisions_after(self, last_id: str, count: int,
-                        block_ms: int | None = None) -> list[tuple[str, dict[str, str]]]:
-        """Decisions logged after `last_id` ("0": from the oldest kept), oldest first,
-        waiting up to `block_ms` for one when there is none."""
-        read = self._call(self._redis.xread, {DECISIONS_KEY: last_id}, count=count,
-                          block=block_ms)
+    def claim_decisions(self, consumer: str, count: int, block_ms: int | None = None,
+                        stale_ms: int = 60_000) -> list[tuple[str, dict[str, str]]]:
+        """Decisions for one Event poster (`consumer`) of the posters' consumer group, oldest
+        first: those another poster took and never acknowledged for `stale_ms` (it died),
+        else new ones (waiting up to `block_ms`). Each decision goes to one poster, so
+        monitor replicas never post it twice; the group starts at the log's end (no backlog
+        on a first start). Acknowledge with `ack_decisions` once posted."""
+        try:
+            self._call(self._redis.xgroup_create, DECISIONS_KEY, POSTERS_GROUP, id="$",
+                       mkstream=True)
+        except redis.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+        _, stale, *_ = self._call(self._redis.xautoclaim, DECISIONS_KEY, POSTERS_GROUP,
+                                  consumer, stale_ms, "0-0", count=count)
+        if stale:
+            return [(entry_id, fields) for entry_id, fields in stale if fields]
+        read = self._call(self._redis.xreadgroup, POSTERS_GROUP, consumer,
+                          {DECISIONS_KEY: ">"}, count=count, block=block_ms)
         return [(entry_id, fields) for _, entries in read or () for entry_id, fields in entries]
 
-    def decisions_posted(self) -> str | None:
-        """Where the monitor's Event poster stopped (None: it never ran on this state)."""
-        return self._call(self._redis.get, DECISIONS_POSTED_KEY)
-
-    def set_decisions_posted(self, last_id: str) -> None:
-        self._call(self._redis.set, DECISIONS_POSTED_KEY, last_id)
+    def ack_decisions(self, ids: Iterable[str]) -> None:
+        if ids := list(ids):
+            self._call(self._redis.xack, DECISIONS_KEY, POSTERS_GROUP, *ids)
 
     def _tell_all(self, pipe: Any, decisions: Iterable[Decision], now: float,
                   repeat_s: int) -> int:

@@ -61,10 +61,10 @@ def api() -> Iterator[tuple[k8s.CoreV1Api, list[dict]]]:
     server.shutdown()
 
 
-def _poster(store, api, **limits) -> EventPoster:
+def _poster(store, api, **options) -> EventPoster:
     core, _ = api
     return EventPoster(store, lambda ns, name, uid, reason, message: kube.pod_event(
-        ns, name, uid, reason, message, core, kind="Normal"), **limits)
+        ns, name, uid, reason, message, core, kind="Normal"), **options)
 
 
 def _said(received: list[dict]) -> list[tuple[str, str, str]]:
@@ -130,8 +130,8 @@ def test_describe_says_where_why_and_for_how_long(client, binder, store, clock, 
         assert event["involvedObject"]["namespace"] == "default"
         assert event["source"]["component"] == "schedtune-monitor"
         assert event["count"] == 1 and event["firstTimestamp"]
-    # A restarted monitor goes on where the last one stopped: nothing is posted twice.
-    assert _poster(store, api).run_once() == 0 and len(received) == 6
+    # Another monitor replica shares the log: nothing is posted twice.
+    assert _poster(store, api, name="replica-2").run_once() == 0 and len(received) == 6
 
 
 def test_over_the_rate_events_are_dropped_and_counted_never_queued(store, clock, api) -> None:
@@ -166,3 +166,18 @@ def test_a_decision_with_a_once_key_is_told_once_per_repeat_period(store, clock)
     store.log_decisions([Decision("released", "u1", "ml/p1", "released")], clock())
     assert [d["kind"] for d in store.decisions(10)] == ["released", "waiting"]
     assert store.decisions(1)[0]["pod"] == "ml/p1"
+
+
+def test_two_replicas_post_each_decision_once_and_take_over_a_dead_ones(store, clock,
+                                                                         api) -> None:
+    first, second = _poster(store, api, name="m1"), _poster(store, api, name="m2")
+    first.run_once()  # the group starts at the log's end
+    store.log_decisions([Decision("released", f"u{i}", f"ml/p{i}", "released")
+                         for i in range(4)], clock())
+    # m1 dies holding two decisions it claimed but never posted.
+    taken = store.claim_decisions("m1", 2)
+    assert len(taken) == 2
+    assert second.run_once() == 2  # the other two, new
+    assert second.run_once() == 0  # m1's are not stale yet
+    assert {name for name, _, _ in _said(api[1])} == {"p2", "p3"}
+    assert len(store.claim_decisions("m2", 10, stale_ms=0)) == 2  # stale: taken over
