@@ -18,11 +18,10 @@ import os
 import sys
 import time
 
-
 from extender.state.embedded_redis import open_store
 from extender.errors import StoreUnavailable
-from extender.core.queue_report import queue_report, waiting_report
 from extender.settings import Settings, SettingsError
+from extender.status import cluster_status
 
 
 def render(report: list[dict]) -> str:
@@ -68,17 +67,16 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         parser.error(str(exc))
     store = open_store(settings)
-    now = time.time()
     try:
-        if args.waiting:
-            waiting = waiting_report(store.waiters(now), now)
-            print(json.dumps(waiting, indent=2) if args.json else render_waiting(waiting))
-            return 0
-        layouts, jobs = store.node_layouts(), store.jobs()
+        status = cluster_status(store, settings.collocation, time.time())
     except StoreUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    report = queue_report(layouts, jobs, settings.collocation, now)
+    if args.waiting:
+        waiting = status["waiting"]
+        print(json.dumps(waiting, indent=2) if args.json else render_waiting(waiting))
+        return 0
+    report = status["nodes"]
     if args.node:
         report = [n for n in report if n["node"] == args.node]
         if not report:

@@ -1,5 +1,6 @@
 """What an operator asks of the queues: per node and GPU, who is there, what is free,
-and how long a new job would wait. Pure; `schedtune queues` prints it."""
+and how long a new job would wait. Pure; `extender.status` feeds it from the store for
+`schedtune queues` and the /ui status page."""
 
 from __future__ import annotations
 
