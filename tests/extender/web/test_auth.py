@@ -3,6 +3,7 @@ refusal is a 401 in the verb's error shape, counted, logged once, and costs Redi
 
 from __future__ import annotations
 
+import base64
 from dataclasses import replace
 from typing import Any
 
@@ -11,7 +12,7 @@ from prometheus_client import REGISTRY
 
 from extender.settings import Settings
 from extender.web.app import create_app
-from extender.web.auth import CHALLENGE, bearer_token
+from extender.web.auth import CHALLENGE, basic_password, bearer_token
 from extender.wire import kube as wire_kube
 from extender.wire import volcano as wire_volcano
 from extender.wire.objects import decode_node
@@ -22,6 +23,11 @@ from tests.builders import bind_args, filter_args, make_node, make_pod
 
 TOKEN = "test-token-0123456789abcdef"
 NODE = "gpu-node-0"
+
+
+def _basic(credentials: str) -> str:
+    return "Basic " + base64.b64encode(credentials.encode("latin-1")).decode()
+
 
 # Each verb's error shape (what its contract handler answers), by path.
 ERROR_SHAPES = {
@@ -68,7 +74,8 @@ def _refusals(path: str) -> float:
 
 @pytest.mark.parametrize("header", [None, "Bearer wrong-token-0123456789abcdef", "Bearer",
                                     f"Basic {TOKEN}", f"Token {TOKEN}", f"Bearer {TOKEN}x",
-                                    "Bearer \u00e9\u00e8-not-ascii"])
+                                    "Bearer \u00e9\u00e8-not-ascii",
+                                    _basic(f"user:{TOKEN}")])  # Basic: the status page only
 def test_every_verb_refuses_without_the_token(guarded, redis_client, caplog, header) -> None:
     pod = make_pod()
     headers = {"Authorization": header} if header is not None else {}
@@ -138,3 +145,14 @@ def test_without_a_token_setting_verbs_need_no_header(client) -> None:
 ])
 def test_bearer_token_parsing(header: str, token: bytes | None) -> None:
     assert bearer_token(header) == token
+
+
+@pytest.mark.parametrize(("header", "password"), [
+    (_basic(f"operator:{TOKEN}"), TOKEN.encode()), (_basic(f":{TOKEN}"), TOKEN.encode()),
+    (f"  bAsIc   {_basic('u:a:b')[6:]}  ", b"a:b"), (_basic("u:\u00ff"), b"\xff"),
+    (_basic("operator:"), None), (_basic(TOKEN), None), ("Basic", None), ("Basic !!!!", None),
+    (f"Basic {TOKEN}", None), (f"Bearer {TOKEN}", None), ("", None),
+])  # fmt: skip
+def test_basic_password_parsing(header: str, password: bytes | None) -> None:
+    # RFC 7617: the user name ends at the first colon; the password may hold more.
+    assert basic_password(header) == password
