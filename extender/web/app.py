@@ -20,6 +20,7 @@ from extender import logs, metrics
 from extender.web import auth
 from extender.web import routes_kube
 from extender.web import routes_volcano
+from extender.web import ui
 from extender.state.embedded_redis import open_store
 from extender.errors import StoreUnavailable
 from extender.web.http_io import respond
@@ -49,7 +50,8 @@ def create_app(settings: Settings | None = None, binder: BindTarget | None = Non
     app.extensions["schedtune.node_layouts"] = NodeLayouts()
     app.register_blueprint(routes_kube.bp)
     app.register_blueprint(routes_volcano.bp)
-    auth.install(app, settings.auth_token, routes_kube.bp, routes_volcano.bp)
+    app.register_blueprint(ui.bp)
+    auth.install(app, settings.auth_token, routes_kube.bp, routes_volcano.bp, pages=[ui.bp])
 
     @app.get("/healthz")
     def healthz() -> Response:
