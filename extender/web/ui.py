@@ -4,8 +4,9 @@ JS, nothing fetched from elsewhere) that fetches GET /ui/state.json every 3 s an
 state.json is `extender.status.cluster_status` (the nodes, their GPUs and queues; the
 waiting pods and their needs; what `schedtune queues` prints) plus the latest decisions
 and the time of the data. It only reads Redis; with Redis down it answers 503 with the
-reason, which the page shows. The page builds its DOM with `textContent` only, and the
-Content-Security-Policy allows no inline script: pod names and reasons come from users.
+reason, which the page shows. The page builds its DOM from text nodes only, never parsing
+data as HTML, and the Content-Security-Policy allows no inline script: pod names, GPU
+labels and reasons come from users.
 
 Guarded by the token like the verbs (`auth.install(..., pages=[bp])`).
 """
@@ -22,7 +23,8 @@ from extender.status import cluster_status
 from extender.web.http_io import respond, scheduler
 
 DECISIONS_SHOWN = 50
-# Everything from this origin, nothing inline, and never inside another site's frame.
+# Scripts and styles from this origin only, nothing inline, never inside another site's
+# frame, never sniffed into another type, never cached (the data is seconds old).
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'",
     "X-Content-Type-Options": "nosniff",

@@ -85,7 +85,8 @@ def serve(settings, binder, clock, estimator,  # noqa: ANN001
         app = create_app(replace(config, auth_token=TOKEN), binder=binder, clock=clock,
                          estimator=estimator)
         server = make_server("127.0.0.1", 0, app, threaded=True)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                         daemon=True).start()
         servers.append(server)
         return f"http://operator:{TOKEN}@127.0.0.1:{server.port}/ui"
 
