@@ -43,6 +43,8 @@ def create_app(settings: Settings | None = None, binder: BindTarget | None = Non
     estimator.warm()
     binder = binder or _binder(settings)
     scheduler = Scheduler(settings, store, estimator, binder, **({"clock": clock} if clock else {}))
+    state = metrics.StateCollector(store, settings.collocation,
+                                   **({"clock": clock} if clock else {}))
 
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
@@ -67,7 +69,7 @@ def create_app(settings: Settings | None = None, binder: BindTarget | None = Non
 
     @app.get("/metrics")
     def metrics_view() -> Response:
-        body, content_type = metrics.render()
+        body, content_type = metrics.render([state])
         return Response(body, mimetype=content_type.split(";")[0])
 
     log.info("extender ready", extra={"redis": settings.store_url.split("@")[-1],

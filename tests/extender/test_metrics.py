@@ -148,3 +148,12 @@ def test_observe_prediction_ignores_values_that_are_no_measurement(observed_s, p
     before = _prediction_samples()
     metrics.observe_prediction(observed_s, predicted_s)
     assert _prediction_samples() == before
+
+
+def test_the_service_metrics_endpoint_serves_the_state(client, store) -> None:
+    store.put_node("n1", NodeGpus("NVIDIA-GeForce-RTX-3090", "RTX-3090", 2, 24576, 4))
+    families = {f.name: f for f in text_string_to_metric_families(
+        client.get("/metrics").get_data(as_text=True))}
+    assert families["schedtune_state_up"].samples[0].value == 1
+    (capacity,) = families["schedtune_gpu_capacity_mib"].samples
+    assert capacity.labels == {"gpu_type": "RTX-3090"} and capacity.value == 2 * 24576
