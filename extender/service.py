@@ -34,8 +34,8 @@ from extender.core.annotations import AnnotationError, parse_demand
 from extender.core.job import Assessment, NotOurs, PodJob, Refused
 from extender.errors import Conflict, StoreUnavailable
 from extender.model import (
-    UNKNOWN_TYPE, Decision, FilterRecord, Need, NodeGpus, NodeState, PodDemand, PodInfo, Reservation,
-    type_of,
+    UNKNOWN_TYPE, Decision, FilterRecord, Need, NodeGpus, NodeState, PodDemand, PodInfo,
+    Reservation, type_of,
 )  # fmt: skip
 from extender.settings import Settings
 from extender.state.store import KUBE_BIND, VOLCANO_ALLOCATE, RedisStore
