@@ -87,13 +87,16 @@ class NodeGpus:
 class Need:
     """The job on one GPU type: padded memory to reserve and predicted seconds alone;
     `pad`: the fraction added to the predicted memory; `seen`: the GPU type was in the
-    estimator's training rows (all three said in the pod's event)."""
+    estimator's training rows (all three said in the pod's event). `gpus`: distinct GPUs
+    of one node the pod needs at once (``nvidia.com/gpu: k``), each with `padded_mib` free
+    (the per-replica need); the pod completes with the slowest of them."""
 
     padded_mib: float
     predicted_s: float
     pad: float = 0.0
     seen: bool = True
     oom_floor: bool = False  # raised to the floor an earlier OOM kill of the job set
+    gpus: int = 1
 
 
 @dataclass(frozen=True)
