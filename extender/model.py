@@ -17,6 +17,15 @@ TASK = ANNOTATION_PREFIX + "task"
 BATCH = ANNOTATION_PREFIX + "batch-size"
 EPOCHS = ANNOTATION_PREFIX + "epochs"
 REQUESTS = ANNOTATION_PREFIX + "requests"
+GPU_MEMORY = ANNOTATION_PREFIX + "gpu-memory"  # declared MiB per GPU: reserved as declared
+EXPECTED_S = ANNOTATION_PREFIX + "expected-seconds"
+# Transformer (LLM) jobs: how the model runs.
+SEQ_LEN = ANNOTATION_PREFIX + "seq-len"
+DTYPE = ANNOTATION_PREFIX + "dtype"
+TRAIN_MODE = ANNOTATION_PREFIX + "train-mode"
+LORA_RANK = ANNOTATION_PREFIX + "lora-rank"
+CHECKPOINTING = ANNOTATION_PREFIX + "gradient-checkpointing"
+CONCURRENCY = ANNOTATION_PREFIX + "concurrent-seqs"
 # Written on the pod at bind time, so Redis can be rebuilt from the API.
 GPU = ANNOTATION_PREFIX + "gpu"
 RESERVED_MIB = ANNOTATION_PREFIX + "reserved-mib"
@@ -45,11 +54,17 @@ class PodInfo:
     name: str
     namespace: str
     annotations: Mapping[str, Any] = field(default_factory=dict)
+    gpus: int = 0  # ``nvidia.com/gpu`` its containers request (0: none, GPUs shared)
+    owner: str = ""  # its controller, kind/name (a Job, a ReplicaSet), "" for a bare pod
 
 
 @dataclass(frozen=True)
 class PodDemand:
-    """What an annotated pod asks for. `units` = epochs (train) or requests (inference)."""
+    """What an annotated pod asks for. `units` = epochs (train) or requests (inference).
+
+    `model` is "" for a pod that only declares its memory (`declared_mib`, per GPU);
+    `gpus`: distinct GPUs of one node it needs at once. The transformer fields are 0 or
+    "" when not annotated (the estimator's defaults apply). Flat, so it stores as JSON."""
 
     uid: str
     name: str
@@ -58,6 +73,16 @@ class PodDemand:
     task: str
     batch: int
     units: int
+    declared_mib: int = 0
+    expected_s: int = 0
+    gpus: int = 1
+    owner: str = ""
+    seq_len: int = 0
+    dtype: str = ""
+    train_mode: str = ""
+    lora_rank: int = 0
+    checkpointing: bool = False
+    concurrency: int = 0
 
 
 @dataclass(frozen=True)

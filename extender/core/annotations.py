@@ -1,13 +1,27 @@
-"""Pod annotations -> `PodDemand`. Pure. Pods without ``schedtune.io/model`` give None.
+"""Pod annotations -> `PodDemand`. Pure. Pods with neither ``schedtune.io/model`` nor
+``schedtune.io/gpu-memory`` give None (they pass through untouched).
 
-| annotation                | values                                   | default                    |
-|---------------------------|------------------------------------------|----------------------------|
-| schedtune.io/model        | a model name: 1..63 chars of a-z A-Z 0-9 | (absent: pod passes        |
-|                           | . _ -, starting and ending alphanumeric  | through)                   |
-| schedtune.io/task         | train, inference                         | train                      |
-| schedtune.io/batch-size   | integer 1..4096                          | 32 (train), 1 (inference)  |
-| schedtune.io/epochs       | integer 1..1000000                       | 1 (train only)             |
-| schedtune.io/requests     | integer 1..1000000                       | 1000 (inference only)      |
+| annotation                          | values                                 | default                  |
+|-------------------------------------|----------------------------------------|--------------------------|
+| schedtune.io/model                  | a model name: 1..63 chars of a-z A-Z   | (absent: declared memory |
+|                                     | 0-9 . _ -, starting and ending         | or pass through)         |
+|                                     | alphanumeric                           |                          |
+| schedtune.io/task                   | train, inference                       | train                    |
+| schedtune.io/batch-size             | integer 1..4096 (all GPUs together)    | 32 (train), 1 (inference)|
+| schedtune.io/epochs                 | integer 1..1000000 (LLMs: steps)       | 1 (train only)           |
+| schedtune.io/requests               | integer 1..1000000                     | 1000 (inference only)    |
+| schedtune.io/gpu-memory             | MiB per GPU, integer 1..1048576        | (none: predicted)        |
+| schedtune.io/expected-seconds       | integer 1..9999999                     | (observed, else default) |
+| schedtune.io/seq-len                | tokens, integer 1..1048576             | the model's default      |
+| schedtune.io/dtype                  | fp32, bf16, fp16, int8, int4           | bf16                     |
+| schedtune.io/train-mode             | full, lora (train only)                | full                     |
+| schedtune.io/lora-rank              | integer 1..4096 (train-mode lora)      | 16                       |
+| schedtune.io/gradient-checkpointing | true, false (train only)               | false                    |
+| schedtune.io/concurrent-seqs        | integer 1..4096 (inference only)       | the batch size           |
+
+The GPUs a pod needs at once come from its containers' ``nvidia.com/gpu`` request
+(none or 1: one GPU, shared by memory; k > 1: k GPUs of one node). The transformer
+annotations apply to transformer models only (the estimator refuses them on others).
 
 Every value is bounded before it is converted: a string (Kubernetes annotations are
 strings) of at most `MAX_VALUE_CHARS` characters, surrounding spaces ignored; an
@@ -21,7 +35,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from extender.model import BATCH, EPOCHS, MODEL, REQUESTS, TASK, PodDemand, PodInfo
+from extender.model import (
+    BATCH, CHECKPOINTING, CONCURRENCY, DTYPE, EPOCHS, EXPECTED_S, GPU_MEMORY, LORA_RANK, MODEL,
+    REQUESTS, SEQ_LEN, TASK, TRAIN_MODE, PodDemand, PodInfo,
+)  # fmt: skip
 
 TASKS = ("train", "inference")
 MAX_BATCH = 4096
@@ -31,6 +48,16 @@ DEFAULT_UNITS = {"train": 1, "inference": 1000}
 MAX_VALUE_CHARS = 256
 MAX_INTEGER_CHARS = 7  # len("1000000"); leading zeros allowed within it
 MAX_MODEL_CHARS = 63
+MAX_DECLARED_MIB = 1 << 20  # 1 TiB per GPU
+MAX_EXPECTED_S = 9_999_999
+MAX_SEQ_LEN = 1 << 20
+MAX_LORA_RANK = 4096
+MAX_CONCURRENCY = 4096
+MAX_GPUS = 64  # per pod; more is not a request any node can meet
+DTYPES = ("fp32", "bf16", "fp16", "int8", "int4")
+TRAIN_MODES = ("full", "lora")
+DEFAULT_LORA_RANK = 16
+BOOLEANS = {"true": True, "false": False}
 MODEL_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
 SHOWN_CHARS = 40  # of a refused value, in the message
 
@@ -53,6 +80,17 @@ def _text(annotations: Mapping[str, Any], key: str, expected: str) -> str | None
     if not isinstance(raw, str) or len(raw) > MAX_VALUE_CHARS:
         raise _refuse(key, raw, expected)
     return raw.strip()
+
+
+def _choice(annotations: Mapping[str, Any], key: str, choices: tuple[str, ...]) -> str:
+    """The annotation's value if it is one of `choices`; "" when absent."""
+    expected = f"one of {', '.join(choices)}"
+    text = _text(annotations, key, expected)
+    if text is None:
+        return ""
+    if text not in choices:
+        raise _refuse(key, annotations[key], expected)
+    return text
 
 
 def _integer(annotations: Mapping[str, Any], key: str, default: int, upper: int) -> int:
@@ -78,17 +116,44 @@ def _model(annotations: Mapping[str, Any]) -> str | None:
 
 
 def parse_demand(pod: PodInfo) -> PodDemand | None:
-    """The pod's demand from its annotations; None for pods without ``schedtune.io/model``.
-    Raises `AnnotationError` naming the annotation to fix."""
+    """The pod's demand from its annotations; None for pods that are not ours (neither
+    ``schedtune.io/model`` nor ``schedtune.io/gpu-memory``). Raises `AnnotationError`
+    naming the annotation to fix."""
     annotations = pod.annotations
     model = _model(annotations)
-    if model is None:
+    declared = _integer(annotations, GPU_MEMORY, 0, MAX_DECLARED_MIB)
+    if model is None and not declared:
         return None
-    task = _text(annotations, TASK, f"one of {', '.join(TASKS)}")
-    task = "train" if task is None else task
-    if task not in TASKS:
-        raise _refuse(TASK, annotations[TASK], f"one of {', '.join(TASKS)}")
+    task = _choice(annotations, TASK, TASKS) or "train"
     batch = _integer(annotations, BATCH, DEFAULT_BATCH[task], MAX_BATCH)
     units_key = EPOCHS if task == "train" else REQUESTS
     units = _integer(annotations, units_key, DEFAULT_UNITS[task], MAX_UNITS)
-    return PodDemand(pod.uid, pod.name, pod.namespace, model, task, batch, units)
+    if not 0 <= pod.gpus <= MAX_GPUS:
+        raise AnnotationError(f"the pod requests {pod.gpus} nvidia.com/gpu; at most "
+                              f"{MAX_GPUS} can be placed on one node")
+    train_mode = _choice(annotations, TRAIN_MODE, TRAIN_MODES)
+    rank = _integer(annotations, LORA_RANK, 0, MAX_LORA_RANK)
+    checkpointing = _choice(annotations, CHECKPOINTING, tuple(BOOLEANS))
+    concurrency = _integer(annotations, CONCURRENCY, 0, MAX_CONCURRENCY)
+    _only_for(task, "train", annotations, (TRAIN_MODE, LORA_RANK, CHECKPOINTING))
+    _only_for(task, "inference", annotations, (CONCURRENCY,))
+    if rank and train_mode != "lora":
+        raise AnnotationError(f"{LORA_RANK} needs {TRAIN_MODE}=lora")
+    if train_mode == "lora" and not rank:
+        rank = DEFAULT_LORA_RANK
+    return PodDemand(
+        pod.uid, pod.name, pod.namespace, model or "", task, batch, units,
+        declared_mib=declared, expected_s=_integer(annotations, EXPECTED_S, 0, MAX_EXPECTED_S),
+        gpus=max(1, pod.gpus), owner=pod.owner,
+        seq_len=_integer(annotations, SEQ_LEN, 0, MAX_SEQ_LEN),
+        dtype=_choice(annotations, DTYPE, DTYPES), train_mode=train_mode, lora_rank=rank,
+        checkpointing=BOOLEANS.get(checkpointing, False), concurrency=concurrency,
+    )  # fmt: skip
+
+
+def _only_for(task: str, wanted: str, annotations: Mapping[str, Any],
+              keys: tuple[str, ...]) -> None:
+    """Refuse annotations that mean something only for `wanted` tasks."""
+    if task != wanted and (given := [k for k in keys if k in annotations]):
+        raise AnnotationError(f"{', '.join(given)} apply to {wanted} pods only "
+                              f"(this one is {task})")

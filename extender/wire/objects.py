@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.errors import BadRequest
-from extender.model import NodeGpus, PodInfo
+from extender.model import RESOURCE_GPU, NodeGpus, PodInfo
 from extender.wire.node_labels import gpus_from_node, shown
 
 MAX_NAME_CHARS = 253
@@ -98,17 +98,76 @@ def require_name(value: Any, what: str, rule: NameRule = DNS_SUBDOMAIN,
 
 
 def decode_pod(pod: Any) -> PodInfo:
-    meta = require_object(require_object(pod, "Pod").get("metadata"), "Pod.metadata")
+    pod = require_object(pod, "Pod")
+    meta = require_object(pod.get("metadata"), "Pod.metadata")
     annotations = meta.get("annotations") or {}
     if not isinstance(annotations, dict):
         raise BadRequest("Pod.metadata.annotations must be an object")
+    try:
+        gpus, owner = gpus_requested(pod.get("spec")), controller_of(meta)
+    except ValueError as exc:
+        raise BadRequest(f"Pod: {exc}") from exc
     return PodInfo(
         uid=require_name(meta.get("uid"), "Pod.metadata.uid", POD_UID),
         name=require_name(meta.get("name"), "Pod.metadata.name"),
         namespace=require_name(meta.get("namespace"), "Pod.metadata.namespace", DNS_LABEL,
                                required=False) or "default",
-        annotations=annotations,
+        annotations=annotations, gpus=gpus, owner=owner,
     )
+
+
+MAX_GPU_DIGITS = 4  # an nvidia.com/gpu quantity beyond 9999 is not a request
+
+
+def gpus_requested(spec: Any) -> int:
+    """The ``nvidia.com/gpu`` a v1.PodSpec's containers ask for together (limits, else
+    requests: extended resources must have them equal), as kubelet counts a pod: the
+    larger of the containers' sum and any one init container. Raises ValueError for a
+    quantity that is not a whole number of GPUs."""
+    if spec is None:
+        return 0
+    if not isinstance(spec, dict):
+        raise ValueError("spec must be an object")
+
+    def count(containers: Any) -> list[int]:
+        if containers is None:
+            return []
+        if not isinstance(containers, list):
+            raise ValueError("spec containers must be a list")
+        return [_container_gpus(c) for c in containers]
+
+    return max([sum(count(spec.get("containers"))), *count(spec.get("initContainers"))])
+
+
+def _container_gpus(container: Any) -> int:
+    resources = container.get("resources") if isinstance(container, dict) else None
+    if not isinstance(resources, dict):
+        return 0
+    for kind in ("limits", "requests"):
+        quantities = resources.get(kind)
+        if isinstance(quantities, dict) and RESOURCE_GPU in quantities:
+            value = quantities[RESOURCE_GPU]
+            text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+            if not (isinstance(text, str) and 0 < len(text) <= MAX_GPU_DIGITS
+                    and text.isascii() and text.isdigit()):
+                raise ValueError(f"{RESOURCE_GPU} must be a whole number of GPUs, got "
+                                 f"{shown(value)}")
+            return int(text)
+    return 0
+
+
+def controller_of(meta: dict[str, Any]) -> str:
+    """kind/name of the pod's controller (its ownerReference with controller true), ""
+    when it has none or the reference is not readable."""
+    refs = meta.get("ownerReferences")
+    for ref in refs if isinstance(refs, list) else ():
+        if isinstance(ref, dict) and ref.get("controller") is True:
+            kind, name = ref.get("kind"), ref.get("name")
+            if (isinstance(kind, str) and kind.isascii() and kind.isalnum() and len(kind) <= 63
+                    and isinstance(name, str) and len(name) <= MAX_NAME_CHARS
+                    and DNS_SUBDOMAIN.pattern.fullmatch(name)):
+                return f"{kind}/{name}"
+    return ""
 
 
 def decode_node(node: Any, where: str, layouts: NodeLayouts | None = None) -> tuple[str, NodeGpus]:
