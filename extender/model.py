@@ -122,6 +122,7 @@ class Need:
     seen: bool = True
     oom_floor: bool = False  # raised to the floor an earlier OOM kill of the job set
     gpus: int = 1
+    declared_mib: float = 0.0  # what the pod declared (schedtune.io/gpu-memory), 0: nothing
 
 
 @dataclass(frozen=True)

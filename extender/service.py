@@ -27,17 +27,17 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 
 from estimator.errors import EstimatorError
-from estimator.predict import Estimator, Job
+from estimator.predict import Estimator
 from extender.cluster.binders import RECORD_ONLY, BindTarget, PodReader
-from extender.core import binding, decisions, filtering, oom, prioritizing
+from extender.core import binding, decisions, filtering, prioritizing
 from extender.core.annotations import AnnotationError, parse_demand
 from extender.core.job import Assessment, NotOurs, PodJob, Refused
 from extender.errors import Conflict, StoreUnavailable
 from extender.model import (
-    UNKNOWN_TYPE, Decision, FilterRecord, Need, NodeGpus, NodeState, PodDemand, PodInfo,
-    Reservation, type_of,
+    Decision, FilterRecord, Need, NodeGpus, PodDemand, PodInfo, Reservation,
 )  # fmt: skip
 from extender.settings import Settings
+from extender.sizing import Sizer, check_fits_somewhere
 from extender.state.store import KUBE_BIND, VOLCANO_ALLOCATE, RedisStore
 
 log = logging.getLogger(__name__)
@@ -51,6 +51,7 @@ class Scheduler:
         self.settings = settings
         self.store = store
         self.estimator = estimator
+        self.sizer = Sizer(estimator, settings.declared_default_s)
         self.binder = binder
         self.clock = clock
         # A binder that reads pods (the API server's) lets bind check the pod first.
@@ -133,7 +134,7 @@ class Scheduler:
             gpus = None
         else:
             plan = binding.plan_reservation(pod, filtered.demand, state,
-                                            self._needs(filtered.demand, [state],
+                                            self._needs(filtered.demand, [state.gpus],
                                                         snapshot.floors),
                                             self.settings, now,
                                             frozenset(filtered.held.get(node, ())))
@@ -170,21 +171,18 @@ class Scheduler:
             if demand is None:
                 return NotOurs()
             snapshot = self.store.snapshot(nodes, self.clock())
-            return PodJob(demand, snapshot,
-                          self._needs(demand, snapshot.nodes.values(), snapshot.floors))
+            layouts = [n.gpus for n in snapshot.nodes.values()]
+            needs = self._needs(demand, layouts, snapshot.floors)
+            check_fits_somewhere(demand, needs, layouts)
+            return PodJob(demand, snapshot, needs)
         except (AnnotationError, EstimatorError) as exc:
             return Refused(str(exc))
 
-    def _needs(self, demand: PodDemand, nodes: Iterable[NodeState],
+    def _needs(self, demand: PodDemand, layouts: Iterable[NodeGpus | None],
                floors: Mapping[str, float]) -> dict[str, Need]:
-        """Padded memory and predicted time of the job on each GPU type of `nodes`, the
-        memory never below the floor an OOM kill of the job set (`core.oom`)."""
-        types = {type_of(n.gpus) for n in nodes if n.gpus is not None and n.gpus.count}
-        job = Job(demand.model, demand.task, demand.batch, demand.units)
-        known = sorted(t for t in types - {UNKNOWN_TYPE})
-        estimates = self.estimator.estimate(job, gpus=known)
-        if UNKNOWN_TYPE in types:
-            estimates = {**estimates, UNKNOWN_TYPE: self.estimator.estimate_unknown(job)}
-        return oom.apply_floors(demand, {
-            t: Need(e.padded_mib, e.predicted_s, e.pad, e.seen_in_training)
-            for t, e in estimates.items()}, floors)
+        """What the pod needs on each GPU type of `layouts` (`extender.sizing`); a pod that
+        declares its memory and no time is timed by its owner's earlier runs."""
+        owner_s = None
+        if not demand.model and not demand.expected_s and demand.owner:
+            owner_s = self.store.owner_seconds(f"{demand.namespace}/{demand.owner}")
+        return self.sizer.needs(demand, layouts, floors, owner_s)

@@ -43,6 +43,11 @@ Environment variables (the manifests in k8s/ use exactly these names):
                                    dropped and counted (schedtune_events_total)
     EXTENDER_NODE_WATCH            1 (default) to watch nodes through the API when a cluster
                                    is reachable, 0 to rely on request bodies only
+    EXTENDER_DECLARED_DEFAULT_S    seconds a declared-memory pod is expected to run when it
+                                   says nothing (schedtune.io/expected-seconds) and its owner
+                                   has no finished run yet (default 3600)
+    EXTENDER_MODELS_DIR            the trained artefacts to load (default: the package's
+                                   profiles/models)
     EXTENDER_LOG_LEVEL             INFO (default), DEBUG, WARNING, ...
     EXTENDER_BIND_ADDRESS          gunicorn bind address (default 0.0.0.0:8888)
     EXTENDER_WORKERS               gunicorn workers (default 2)
@@ -103,6 +108,8 @@ class Settings:
     hold_after_s: float = 300.0
     wait_ttl_s: float = 600.0
     decision_repeat_s: int = 600
+    declared_default_s: float = 3600.0
+    models_dir: Path | None = None
     event_rate: float = 5.0
     event_burst: int = 25
     node_watch: bool = True
@@ -157,6 +164,9 @@ class Settings:
             hold_after_s=_number(env, "EXTENDER_HOLD_AFTER_S", 300.0, float, 0, 7 * 86400),
             wait_ttl_s=_number(env, "EXTENDER_WAIT_TTL_S", 600.0, float, 10, 86400),
             decision_repeat_s=_number(env, "EXTENDER_DECISION_REPEAT_S", 600, int, 1, 86400),
+            declared_default_s=_number(env, "EXTENDER_DECLARED_DEFAULT_S", 3600.0, float, 1,
+                                       10**7),
+            models_dir=Path(get("EXTENDER_MODELS_DIR")) if get("EXTENDER_MODELS_DIR") else None,
             event_rate=_number(env, "EXTENDER_EVENT_RATE", 5.0, float, 0.01, 1000),
             event_burst=_number(env, "EXTENDER_EVENT_BURST", 25, int, 1, 10000),
             node_watch=_choice(env, "EXTENDER_NODE_WATCH", "1", ("0", "1")) == "1",

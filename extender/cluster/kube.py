@@ -24,6 +24,7 @@ from kubernetes.client.exceptions import ApiException
 
 from extender.core.binding import LivePod
 from extender.errors import BindFailed, Conflict
+from extender.wire.objects import controller_of, gpus_requested
 
 log = logging.getLogger(__name__)
 WATCH_TIMEOUT_S = 300
@@ -65,8 +66,9 @@ class Binder:
             annotations = meta.get("annotations") or {}
             return LivePod(str(meta.get("uid") or ""), str(spec.get("schedulerName") or ""),
                            str(spec.get("nodeName") or ""),
-                           {str(k): str(v) for k, v in annotations.items()})
-        except (orjson.JSONDecodeError, AttributeError, TypeError) as exc:
+                           {str(k): str(v) for k, v in annotations.items()},
+                           gpus_requested(spec), controller_of(meta))
+        except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError) as exc:
             raise BindFailed(f"reading pod {namespace}/{name}: unreadable answer") from exc
 
     def bind(self, namespace: str, name: str, uid: str, node: str,

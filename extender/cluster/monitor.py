@@ -42,7 +42,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from estimator.errors import EstimatorError
-from estimator.predict import Estimator, Job
+from estimator.predict import Estimator
 from extender import logs
 from extender.cluster.pods import FINISHED_PHASES, PodFacts, outcome_of, pod_facts, pod_uid
 from extender.core import decisions, oom
@@ -55,9 +55,10 @@ from extender.metrics import (
 )  # fmt: skip
 from extender.model import (
     GPU, PREDICTED_S, REQUEUED_AT, RESERVED_MIB, SIGNATURE, Decision, JobRecord, NodeState,
-    PodInfo, job_type, type_of,
+    PodDemand, PodInfo, job_type, type_of,
 )  # fmt: skip
 from extender.settings import Settings
+from extender.sizing import Sizer
 from extender.state.store import RedisStore
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,8 @@ class Monitor:
         self.clock = clock
         self.grace_s = grace_s  # reservations younger than this survive a listing without them
         self.settings = settings or Settings()
+        self.sizer = None if estimator is None else Sizer(estimator,
+                                                          self.settings.declared_default_s)
 
     def on_event(self, kind: str, pod: Mapping[str, Any]) -> None:
         """Apply one pod's state. A pod that cannot be applied is logged and counted
@@ -165,6 +168,8 @@ class Monitor:
         seconds = max(0.0, ended - released.started_at)
         if outcome == "succeeded":  # a run cut short would read as a wrong prediction
             observe_prediction(seconds, released.predicted_s)
+            if not released.model and facts.owner:  # times its owner's next declared pods
+                self.store.record_owner_run(f"{facts.namespace}/{facts.owner}", seconds)
         self.store.record_observation({
             "uid": facts.uid, "model": released.model, "task": released.task,
             "batch": released.batch, "units": released.units, "gpu_type": released.gpu_type,
@@ -177,7 +182,7 @@ class Monitor:
         """Raise the OOM floor of the killed job's type (every replica reserves at least
         that from its next request); returns what to add to the pod's Warning."""
         job = self.store.job(facts.uid)
-        if job is None or not job.gpu_type or job.batch <= 0:
+        if job is None or not job.model or not job.gpu_type or job.batch <= 0:
             return ": report it"  # not a reservation of ours (or one adopted without a type)
         floor = self.store.raise_floor(job_type(job.model, job.task, job.batch, job.gpu_type),
                                        oom.next_floor(job.reserved_mib))
@@ -223,9 +228,11 @@ class Monitor:
                 "gpu": released.gpu_index, "released": released.uid})
 
     def _adopt(self, facts: PodFacts) -> None:
-        base = self._base(facts)
+        demand = self._demand(facts)
+        base = None if demand is None else self._base(facts, demand)
         now = self.clock()
-        node = self.store.snapshot({facts.node: None}, now).nodes[facts.node]
+        snapshot = self.store.snapshot({facts.node: None}, now)
+        node = snapshot.nodes[facts.node]
         if base is None or node.gpus is None or not node.gpu_states:
             if base is not None:
                 log.warning("cannot account a bound pod: node layout unknown",
@@ -235,7 +242,8 @@ class Monitor:
         limit = self.settings.collocation.for_node(node.gpus)
         record, source = self._signed(facts, base, node), "signed"
         if record is None:
-            record, source = self._estimated(facts, base, node, limit), "estimated"
+            record, source = self._estimated(demand, base, node, limit, snapshot.floors), \
+                "estimated"
         if record is None:
             ADOPTIONS.labels("failed").inc()
             return
@@ -264,16 +272,20 @@ class Monitor:
             log.warning("could not post event %s: %s", reason, type(exc).__name__,
                         extra={"pod_uid": facts.uid})
 
-    def _base(self, facts: PodFacts) -> dict[str, Any] | None:
-        """The record's fields every adoption shares (None: annotations a user must fix)."""
+    def _demand(self, facts: PodFacts) -> PodDemand | None:
+        """The bound pod's demand (None: annotations a user must fix)."""
         try:
-            pod = PodInfo(facts.uid, facts.name, facts.namespace, facts.annotations)
-            demand = parse_demand(pod)
+            demand = parse_demand(PodInfo(facts.uid, facts.name, facts.namespace,
+                                          facts.annotations, facts.gpus, facts.owner))
         except AnnotationError as exc:
             log.warning("bound pod with bad annotations", extra={"pod_uid": facts.uid,
                                                                  "detail": str(exc)})
             return None
         assert demand is not None
+        return demand
+
+    def _base(self, facts: PodFacts, demand: PodDemand) -> dict[str, Any]:
+        """The record's fields every adoption shares."""
         running = facts.running_since > 0
         return {"uid": facts.uid, "pod": facts.name, "namespace": facts.namespace,
                 "model": demand.model, "task": demand.task, "node": facts.node,
@@ -299,25 +311,20 @@ class Monitor:
         return JobRecord(**base, gpu_index=gpu, reserved_mib=mib, predicted_s=seconds,
                          gpu_type=type_of(node.gpus))
 
-    def _estimated(self, facts: PodFacts, base: dict[str, Any], node: NodeState,
-                   limit: int) -> JobRecord | None:
+    def _estimated(self, demand: PodDemand | None, base: dict[str, Any], node: NodeState,
+                   limit: int, floors: Mapping[str, float]) -> JobRecord | None:
         """The reservation estimated for the node's GPU type, on `likeliest_gpu`."""
-        assert node.gpus is not None
-        if self.estimator is None:
-            log.warning("cannot account a bound pod: no estimator", extra={"pod_uid": facts.uid})
+        assert node.gpus is not None and demand is not None
+        if self.sizer is None:
+            log.warning("cannot account a bound pod: no estimator", extra={"pod_uid": demand.uid})
             return None
-        job = Job(base["model"], base["task"], base["batch"], base["units"])
-        gpu_type = node.gpus.gpu_type
         try:
-            if gpu_type:
-                estimate = self.estimator.estimate(job, gpus=[gpu_type])[gpu_type]
-            else:
-                estimate = self.estimator.estimate_unknown(job)
+            need = self.sizer.needs(demand, [node.gpus], floors)[type_of(node.gpus)]
         except EstimatorError as exc:
-            log.warning("cannot estimate a bound pod", extra={"pod_uid": facts.uid,
+            log.warning("cannot estimate a bound pod", extra={"pod_uid": demand.uid,
                                                               "detail": str(exc)})
             return None
-        mib, seconds = estimate.padded_mib, estimate.predicted_s
+        mib, seconds = need.padded_mib, need.predicted_s
         if not (math.isfinite(mib) and mib > 0 and math.isfinite(seconds) and seconds >= 0):
             return None
         mib = min(round(mib, 1), float(node.gpus.memory_mib))  # it cannot hold more than all

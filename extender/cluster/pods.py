@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from extender.model import MODEL
+from extender.model import GPU_MEMORY, MODEL
+from extender.wire.objects import controller_of, gpus_requested
 
 FINISHED_PHASES = ("Succeeded", "Failed")
 
@@ -34,6 +35,8 @@ class PodFacts:
     oom_events: tuple[str, ...]  # one id per OOM-killed container instance
     scheduler: str = ""  # spec.schedulerName
     deleting: bool = False  # metadata.deletionTimestamp set: the pod is going
+    gpus: int = 0  # nvidia.com/gpu its containers request
+    owner: str = ""  # kind/name of its controller
 
 
 def _instant(text: Any) -> float:
@@ -51,10 +54,12 @@ def pod_uid(pod: Mapping[str, Any]) -> str:
 
 
 def pod_facts(pod: Mapping[str, Any]) -> PodFacts | None:
-    """None for pods that are not ours (no ``schedtune.io/model``) or not readable."""
+    """None for pods that are not ours (neither ``schedtune.io/model`` nor
+    ``schedtune.io/gpu-memory``) or not readable."""
     meta = pod.get("metadata") or {}
     annotations = meta.get("annotations") or {}
-    if not isinstance(annotations, Mapping) or MODEL not in annotations or not meta.get("uid"):
+    if (not isinstance(annotations, Mapping) or not meta.get("uid")
+            or (MODEL not in annotations and GPU_MEMORY not in annotations)):
         return None
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
@@ -82,7 +87,15 @@ def pod_facts(pod: Mapping[str, Any]) -> PodFacts | None:
         finished_at=max(finished) if all_done else 0.0, oom_events=tuple(dict.fromkeys(ooms)),
         scheduler=str(spec.get("schedulerName") or ""),
         deleting=bool(meta.get("deletionTimestamp")),
+        gpus=_gpus(spec), owner=controller_of(meta),
     )  # fmt: skip
+
+
+def _gpus(spec: Any) -> int:
+    try:
+        return gpus_requested(spec)
+    except ValueError:
+        return 0  # the API server admitted it: count it as sharing one GPU
 
 
 def outcome_of(facts: PodFacts) -> str:

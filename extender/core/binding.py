@@ -22,6 +22,7 @@ from extender.core.signing import reservation_signature
 from extender.errors import Conflict
 from extender.model import (
     GPU,
+    GPU_MEMORY,
     MODEL,
     PREDICTED_S,
     RESERVED_MIB,
@@ -109,11 +110,13 @@ class LivePod:
     scheduler_name: str
     node_name: str
     annotations: Mapping[str, str]
+    gpus: int = 0  # nvidia.com/gpu its containers request
+    owner: str = ""  # kind/name of its controller
 
     @property
     def annotated(self) -> bool:
         """Ours to estimate and reserve for (unannotated pods pass through)."""
-        return MODEL in self.annotations
+        return MODEL in self.annotations or GPU_MEMORY in self.annotations
 
 
 def check_live_pod(pod: PodInfo, live: LivePod, node: str, scheduler_name: str) -> bool:
@@ -139,7 +142,8 @@ def check_demand(pod: PodInfo, live: LivePod, filtered: PodDemand) -> None:
     """Raises `Conflict` unless the pod's annotations now ask for what filter estimated
     (a filter body's word for a pod is not enough; annotations may also have changed)."""
     try:
-        demand = parse_demand(PodInfo(pod.uid, pod.name, pod.namespace, live.annotations))
+        demand = parse_demand(PodInfo(pod.uid, pod.name, pod.namespace, live.annotations,
+                                      live.gpus, live.owner))
     except AnnotationError as exc:
         raise Conflict(f"pod {pod.namespace}/{pod.name}: {exc}") from exc
     if demand != filtered:

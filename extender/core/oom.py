@@ -10,6 +10,7 @@ observations is what corrects the estimator itself. Pure.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from extender.model import Need, PodDemand, job_type
 
@@ -29,6 +30,6 @@ def apply_floors(demand: PodDemand, needs: Mapping[str, Need],
     out = {}
     for gpu_type, need in needs.items():
         floor = floors.get(job_type(demand.model, demand.task, demand.batch, gpu_type), 0.0)
-        out[gpu_type] = need if floor <= need.padded_mib else Need(
-            floor, need.predicted_s, need.pad, need.seen, oom_floor=True)
+        out[gpu_type] = need if floor <= need.padded_mib else replace(
+            need, padded_mib=floor, oom_floor=True)
     return out

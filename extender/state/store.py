@@ -35,6 +35,9 @@ Key layout (human readable; every key is built by the helpers below):
                                     (consumer group `event-posters`: the monitors)
     st:floors               hash    job type (model|task|batch|GPU type) -> the least MiB it
                                     may reserve after an OOM kill of it (only ever raised)
+    st:owner-runs           hash    {namespace}/{kind}/{name}|runs and |seconds: finished runs
+                                    of a controller's declared-memory pods (their mean times
+                                    its next pod when that declares no time)
 
 Reserved MiB and job counts are never stored as counters: every read and the
 reservation itself derive them from the queue members' job hashes, so nothing
@@ -63,7 +66,7 @@ from extender.model import (
 from extender.state import lua
 from extender.state.records import (
     floors_from_pairs, job_from_mapping, job_from_pairs, layout_from_json, live_waiters,
-    queued_jobs,
+    queued_jobs, reading,
 )
 from extender.state.queue_mirror import QueueMirror
 
@@ -81,6 +84,7 @@ DECISIONS_KEY = "st:decisions"
 POSTERS_GROUP = "event-posters"  # the monitors' consumer group on the decision log
 DECISIONS_MAXLEN = 2_000
 FLOORS_KEY = "st:floors"
+OWNER_RUNS_KEY = "st:owner-runs"
 LayoutRule = Callable[[NodeGpus | None, NodeGpus | None], NodeGpus | None]
 KUBE_BIND = "kube"  # a reservation's source: kube-scheduler's bind verb
 VOLCANO_ALLOCATE = "volcano"  # Volcano's allocate event (only its deallocate may drop it)
@@ -174,6 +178,20 @@ class RedisStore:
         """Let the job type reserve at least `mib` from now on (a floor only rises);
         returns the floor in force."""
         return float(self._call(self._raise_floor, keys=[FLOORS_KEY], args=[job_type, mib]))
+
+    def record_owner_run(self, owner: str, seconds: float) -> None:
+        """Count a finished run of `owner`'s pods (namespace/kind/name) and its seconds."""
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.hincrby(OWNER_RUNS_KEY, f"{owner}|runs", 1)
+        pipe.hincrbyfloat(OWNER_RUNS_KEY, f"{owner}|seconds", seconds)
+        self._call(pipe.execute)
+
+    def owner_seconds(self, owner: str) -> float | None:
+        """The mean seconds of `owner`'s finished runs (None: none yet, or unreadable)."""
+        runs, seconds = self._call(self._redis.hmget, OWNER_RUNS_KEY,
+                                   [f"{owner}|runs", f"{owner}|seconds"])
+        count, total = reading(runs, 0.0), reading(seconds, 0.0)
+        return total / count if count >= 1 and total > 0 else None
 
     def floors(self) -> dict[str, float]:
         return floors_from_pairs(self._call(self._redis.hgetall, FLOORS_KEY))

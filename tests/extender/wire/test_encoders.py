@@ -26,7 +26,8 @@ NODES = [gfd_node("a", "Tesla-T4", 2, replicas=4),
          gfd_node("b", "NVIDIA-A100-SXM4-40GB", 1, 40960, labels={"team": "ml"})]
 POD_INFO = PodInfo(uid="uid-1", name="train-1", namespace="ml",
                    annotations={"schedtune.io/model": "resnet50", "schedtune.io/task": "train",
-                                "schedtune.io/batch-size": "32", "schedtune.io/epochs": "2"})
+                                "schedtune.io/batch-size": "32", "schedtune.io/epochs": "2"},
+                   gpus=1)
 LAYOUTS = {"a": NodeGpus("Tesla-T4", "T4", 2, 15360, 4),
            "b": NodeGpus("NVIDIA-A100-SXM4-40GB", "A100-40GB", 1, 40960, 1)}
 
