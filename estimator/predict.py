@@ -8,7 +8,11 @@ figures (memory, seconds per epoch or per request) depend only on
 
 GPU types of the catalogue that no training row covers are predicted with the
 largest per-GPU constant learned (the safe side) and the larger held-out pad
-(leave one GPU out), and reported with ``seen_in_training=False``. A product
+(leave one GPU out), and reported with ``seen_in_training=False``. A model whose
+architecture family no training row covers (every model users register, every
+transformer today) gets the pad calibrated by leave one family out
+(``pad_unseen_family``), reported with ``family_seen=False``; both unseen: the
+larger of the two pads. A product
 that is not in the catalogue at all gets `estimate_unknown`: the largest padded
 memory and the longest time over every catalogue type. Profiling one job on a
 new GPU (schedtune profile) and retraining makes it a seen type.
@@ -19,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -53,6 +57,16 @@ class Job:
                              f"got {self.units!r}")
 
 
+class Figures(NamedTuple):
+    """One job on one GPU type, per unit: what `estimate` scales by the job's units."""
+
+    mib: float
+    pad: float
+    unit_s: float
+    gpu_seen: bool
+    family_seen: bool
+
+
 @dataclass(frozen=True)
 class GpuEstimate:
     gpu: str
@@ -63,6 +77,7 @@ class GpuEstimate:
     seen_in_training: bool
     capacity_mib: int
     fits: bool | None
+    family_seen: bool = True
 
 
 @dataclass(frozen=True)
@@ -77,6 +92,16 @@ class _Predictor:
     def seen(self, gpu: str) -> bool:
         return gpu in self.meta["seen_gpus"]
 
+    def family_seen(self, family: str) -> bool:
+        """Artefacts trained before families were recorded count every family as seen."""
+        return "seen_families" not in self.meta or family in self.meta["seen_families"]
+
+    def pad(self, gpu_seen: bool, family_seen: bool) -> float:
+        pad = float(self.meta["pad_seen" if gpu_seen else "pad_unseen_gpu"])
+        if not family_seen:
+            pad = max(pad, float(self.meta.get("pad_unseen_family", pad)))
+        return pad
+
 
 class Estimator:
     def __init__(self, table: FeatureTable, predictors: Mapping[str, _Predictor]) -> None:
@@ -88,7 +113,7 @@ class Estimator:
             **{c: np.array([float(getattr(CATALOGUE[g], c)) for g in self._gpus])
                for c in CHARACTERISTICS},
         }  # fmt: skip
-        self._memo: dict[tuple[str, str, int], dict[str, tuple[float, float, float, bool]]] = {}
+        self._memo: dict[tuple[str, str, int], dict[str, Figures]] = {}
 
     @classmethod
     def load(cls, models_dir: Path = portable.MODELS_DIR, features_dir: Path = FEATURES_DIR,
@@ -103,6 +128,13 @@ class Estimator:
     @property
     def models(self) -> tuple[str, ...]:
         return self.table.models
+
+    def use_table(self, table: FeatureTable) -> None:
+        """Estimate from `table` from now on (models registered or removed at run time):
+        the memo is refilled from it (registrations are rare; about 40 ms)."""
+        self.table = table
+        self._memo = {}
+        self.warm()
 
     def metadata(self) -> dict[str, dict[str, Any]]:
         return {t: p.meta for t, p in self._predictors.items()}
@@ -121,14 +153,14 @@ class Estimator:
         for name in names:
             if name not in per_unit:
                 raise UnknownGPU(f"unknown GPU type {name!r}; catalogue: {', '.join(self._gpus)}")
-            mem, pad, unit_s, seen = per_unit[name]
+            mem, pad, unit_s, seen, family_seen = per_unit[name]
             free = None if free_mib is None else free_mib.get(name)
             padded = mem * (1.0 + pad)
             out[name] = GpuEstimate(
                 gpu=name, predicted_mib=mem, padded_mib=padded, pad=pad,
                 predicted_s=unit_s * job.units, seen_in_training=seen,
                 capacity_mib=CATALOGUE[name].memory_mib,
-                fits=None if free is None else bool(padded <= free),
+                fits=None if free is None else bool(padded <= free), family_seen=family_seen,
             )  # fmt: skip
         return out
 
@@ -141,6 +173,7 @@ class Estimator:
             pad=max(e.pad for e in every), predicted_s=max(e.predicted_s for e in every),
             seen_in_training=False, capacity_mib=0,
             fits=None if free_mib is None else bool(padded <= free_mib),
+            family_seen=all(e.family_seen for e in every),
         )  # fmt: skip
 
     def warm(self) -> int:
@@ -155,8 +188,7 @@ class Estimator:
                 self._memo[key] = figures
         return len(jobs)
 
-    def _per_unit(self, model: str, task: str,
-                  batch: int) -> dict[str, tuple[float, float, float, bool]]:
+    def _per_unit(self, model: str, task: str, batch: int) -> dict[str, Figures]:
         key = (model, task, batch)
         figures = self._memo.get(key)
         if figures is None:
@@ -167,18 +199,21 @@ class Estimator:
         return figures
 
     def _compute_many(self, task: str, keys: list[tuple[str, str, int]]
-                      ) -> list[dict[str, tuple[float, float, float, bool]]]:
-        """gpu -> (predicted MiB, pad, seconds per unit, seen) for every catalogue type,
-        per job of one task."""
+                      ) -> list[dict[str, Figures]]:
+        """gpu -> `Figures` for every catalogue type, per job of one task."""
         features = [self.table.job_features(m, task, b) for m, _, b in keys]
         mem_target, time_target = MEMORY_TARGETS[task], TIME_TARGETS[task]
         mem = self._predict(mem_target, features)
         unit_s = self._predict(time_target, features) * SECONDS_PER_UNIT[time_target]
         memory = self._predictors[mem_target]
         seen = [memory.seen(g) for g in self._gpus]
-        pads = [float(memory.meta["pad_seen" if s else "pad_unseen_gpu"]) for s in seen]
-        return [{name: (float(mem[j, i]), pads[i], float(unit_s[j, i]), seen[i])
-                 for i, name in enumerate(self._gpus)} for j in range(len(keys))]
+        out = []
+        for j, job in enumerate(features):
+            family = memory.family_seen(job.family)
+            out.append({name: Figures(float(mem[j, i]), memory.pad(seen[i], family),
+                                      float(unit_s[j, i]), seen[i], family)
+                        for i, name in enumerate(self._gpus)})
+        return out
 
     def _predict(self, target: str, features: list[JobFeatures]) -> np.ndarray:
         """(jobs, GPU types) predictions: one row per job and catalogue type, in one call."""

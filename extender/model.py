@@ -31,6 +31,7 @@ GPU = ANNOTATION_PREFIX + "gpu"
 RESERVED_MIB = ANNOTATION_PREFIX + "reserved-mib"
 PREDICTED_S = ANNOTATION_PREFIX + "predicted-seconds"
 SIGNATURE = ANNOTATION_PREFIX + "reservation-signature"  # HMAC of the three above, uid, node
+SIZING = ANNOTATION_PREFIX + "sizing"  # how the reserved MiB were decided (pad, declared, floor)
 # Written by the monitor on a waiting pod that now fits: kube-scheduler retries it at once.
 REQUEUED_AT = ANNOTATION_PREFIX + "requeued-at"
 
@@ -123,6 +124,8 @@ class Need:
     oom_floor: bool = False  # raised to the floor an earlier OOM kill of the job set
     gpus: int = 1
     declared_mib: float = 0.0  # what the pod declared (schedtune.io/gpu-memory), 0: nothing
+    family_seen: bool = True  # the model's family was in the estimator's training rows
+    estimate_mib: float = 0.0  # the padded prediction, before declared memory or a floor
 
 
 @dataclass(frozen=True)

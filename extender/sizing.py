@@ -78,8 +78,10 @@ class Sizer:
 
 
 def _need(estimate: GpuEstimate, extra_mib: float, replicas: int) -> Need:
-    return Need(estimate.padded_mib + extra_mib * (1.0 + estimate.pad),
-                estimate.predicted_s / replicas, estimate.pad, estimate.seen_in_training)
+    padded = estimate.padded_mib + extra_mib * (1.0 + estimate.pad)
+    return Need(padded, estimate.predicted_s / replicas, estimate.pad,
+                estimate.seen_in_training, family_seen=estimate.family_seen,
+                estimate_mib=padded)
 
 
 def _declared(need: Need, demand: PodDemand) -> Need:

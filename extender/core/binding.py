@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from extender.core import decisions
 from extender.core.annotations import AnnotationError, parse_demand
 from extender.core.room import usable_gpus
 from extender.core.signing import reservation_signature
@@ -27,6 +28,7 @@ from extender.model import (
     PREDICTED_S,
     RESERVED_MIB,
     SIGNATURE,
+    SIZING,
     JobRecord,
     Limits,
     Need,
@@ -94,7 +96,7 @@ def pod_annotations(reservation: Reservation, need: Need,
     """The reservation written on the pod at bind time (the monitor rebuilds Redis from it),
     signed when a key is configured (`extender.core.signing`)."""
     annotations = {GPU: str(reservation.gpu_index), RESERVED_MIB: f"{need.padded_mib:.0f}",
-                   PREDICTED_S: f"{need.predicted_s:.1f}"}
+                   PREDICTED_S: f"{need.predicted_s:.1f}", SIZING: decisions.sizing(need)}
     if signing_key:
         annotations[SIGNATURE] = reservation_signature(
             signing_key, reservation.uid, reservation.node, annotations[GPU],

@@ -15,12 +15,30 @@ from extender.model import Decision, JobRecord, Need, NodeGpus, Reservation, Wai
 MAX_TYPES_SAID = 4  # a waiting pod's needs: the smallest few GPU types
 
 
+def sizing(need: Need) -> str:
+    """How the reserved MiB were decided, in the pod's event and its annotation."""
+    if need.oom_floor:
+        return "the floor an earlier OOM kill of this job set"
+    if need.declared_mib and not need.estimate_mib:
+        return "as declared (schedtune.io/gpu-memory), no pad"
+    unseen = [what for what, seen in (("family", need.family_seen), ("GPU type", need.seen))
+              if not seen]
+    basis = (f"{' and '.join(unseen)} not in training data: the pad for jobs unlike any "
+             "trained on" if unseen else "family and GPU type seen in training")
+    pad = f"pad {need.pad * 100:.1f} % ({basis})"
+    if not need.declared_mib:
+        return pad
+    if need.declared_mib >= need.estimate_mib:
+        return (f"declared {need.declared_mib:.0f} MiB, above the padded prediction "
+                f"{need.estimate_mib:.0f} MiB ({pad})")
+    return (f"padded prediction {need.estimate_mib:.0f} MiB ({pad}), above the declared "
+            f"{need.declared_mib:.0f} MiB")
+
+
 def reserved(namespace: str, name: str, reservation: Reservation, gpus: NodeGpus,
              need: Need) -> Decision:
     label = gpus.gpu_type or gpus.product
-    seen = "GPU type seen in training" if need.seen else "GPU type not in training data"
-    why = ("the floor an earlier OOM kill of this job set" if need.oom_floor
-           else f"pad {need.pad * 100:.1f} % ({seen})")
+    why = sizing(need)
     return Decision("reserved", reservation.uid, f"{namespace}/{name}", (
         f"reserved {need.padded_mib:.0f} MiB of {gpus.memory_mib} on GPU "
         f"{reservation.gpu_index} ({label}) of {reservation.node}; predicted "

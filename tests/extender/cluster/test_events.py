@@ -114,7 +114,7 @@ def test_describe_says_where_why_and_for_how_long(client, binder, store, clock, 
     for name, (pod, reason, message) in zip(("fill-0", "fill-1"), said[:2], strict=True):
         assert (pod, reason) == (name, "SchedTuneReserved")
         assert re.fullmatch(rf"reserved {mib} of 24576 on GPU 0 \(RTX-3090\) of big; predicted "
-                            rf"{seconds}; pad \d+\.\d % \(GPU type seen in training\)", message)
+                            rf"{seconds}; pad \d+\.\d % \(family and GPU type seen in training\)", message)
     assert said[2][:2] == ("giant", "SchedTuneWaiting")
     assert re.fullmatch(rf"waiting for GPU memory: no GPU has room now; needs RTX-3090 {mib} "
                         rf"\({seconds}\)", said[2][2])
