@@ -40,7 +40,8 @@ def test_the_plan_records_the_pod_the_need_and_the_gpus_to_try() -> None:
     assert plan.need == need
     assert pod_annotations(Reservation("uid-1", "n", 1, True), need) == {
         "schedtune.io/gpu": "1", "schedtune.io/reserved-mib": "8000",
-        "schedtune.io/predicted-seconds": "123.5"}
+        "schedtune.io/predicted-seconds": "123.5",
+        "schedtune.io/sizing": "pad 0.0 % (family and GPU type seen in training)"}
 
 
 def test_a_node_without_a_known_layout_is_a_conflict() -> None:
