@@ -165,17 +165,28 @@ class JobRecord:
     gpu_type: str = ""
     batch: int = 0
     units: int = 0
+    gpu_indices: tuple[int, ...] = ()  # every GPU of a multi-GPU pod (gpu_index first)
+
+    @property
+    def gpus(self) -> tuple[int, ...]:
+        """The GPUs the reservation holds `reserved_mib` on, each."""
+        return self.gpu_indices or (self.gpu_index,)
 
 
 @dataclass(frozen=True)
 class Reservation:
     """Where a pod's reservation is. `new`: made by this call (False: the pod already held
-    it, and binding again is idempotent)."""
+    it, and binding again is idempotent). `gpu_indices`: all its GPUs, first one first."""
 
     uid: str
     node: str
     gpu_index: int
     new: bool
+    gpu_indices: tuple[int, ...] = ()
+
+    @property
+    def gpus(self) -> tuple[int, ...]:
+        return self.gpu_indices or (self.gpu_index,)
 
 
 @dataclass(frozen=True)

@@ -129,7 +129,8 @@ class Scheduler:
             held = self.store.job(pod.uid)
             if held is None or not binding.holds_live(held, node, now):
                 raise Conflict(f"node {node} has no known GPU layout; filter it first")
-            reservation = Reservation(pod.uid, node, held.gpu_index, new=False)
+            reservation = Reservation(pod.uid, node, held.gpu_index, new=False,
+                                      gpu_indices=held.gpu_indices)
             need = Need(held.reserved_mib, held.predicted_s)
             gpus = None
         else:
@@ -139,7 +140,8 @@ class Scheduler:
                                             self.settings, now,
                                             frozenset(filtered.held.get(node, ())))
             reservation = self.store.reserve(plan.record, plan.candidates, now,
-                                             self.settings.reservation_ttl_s, source)
+                                             self.settings.reservation_ttl_s, source,
+                                             plan.need.gpus)
             need, gpus = plan.need, state.gpus
         annotations = binding.pod_annotations(reservation, need, self.settings.signing_key)
         if binder is not None:

@@ -46,7 +46,7 @@ from estimator.predict import Estimator
 from extender import logs
 from extender.cluster.pods import FINISHED_PHASES, PodFacts, outcome_of, pod_facts, pod_uid
 from extender.core import decisions, oom
-from extender.core.adoption import likeliest_gpu, trusted_reservation, waiters_that_fit
+from extender.core.adoption import likeliest_gpus, trusted_reservation, waiters_that_fit
 from extender.core.annotations import AnnotationError, parse_demand
 from extender.errors import StoreUnavailable
 from extender.metrics import (
@@ -199,7 +199,7 @@ class Monitor:
             log.warning("could not log a decision", extra={"pod_uid": decision.uid})
 
     def _requeue_waiters(self, released: JobRecord) -> None:
-        """Update each waiting pod that now fits on the GPU `released` freed, oldest first,
+        """Update each waiting pod that now fits on a GPU `released` freed, oldest first,
         once: kube-scheduler moves an unschedulable pod back to its queue on an update.
         Best effort: a failure is logged and never undoes or delays the release."""
         if self.requeue is None or released.gpu_index < 0:
@@ -207,8 +207,9 @@ class Monitor:
         try:
             now = self.clock()
             snap = self.store.snapshot({released.node: None}, now)
-            fitting = waiters_that_fit(snap.nodes[released.node], released.gpu_index,
-                                       snap.waiting, self.settings.collocation)
+            fitting = list({w.uid: w for index in released.gpus for w in waiters_that_fit(
+                snap.nodes[released.node], index, snap.waiting, self.settings.collocation)
+            }.values())
         except Exception as exc:  # noqa: BLE001
             log.warning("could not look for waiting pods to requeue: %s", type(exc).__name__,
                         extra={"node": released.node, "gpu": released.gpu_index})
@@ -306,14 +307,14 @@ class Monitor:
             log.warning("reservation on the pod is not one the extender signed for this node: "
                         "estimated again", extra={"pod_uid": facts.uid, "node": facts.node})
             return None
-        gpu, mib, seconds = reservation
+        gpus, mib, seconds = reservation
         assert node.gpus is not None
-        return JobRecord(**base, gpu_index=gpu, reserved_mib=mib, predicted_s=seconds,
-                         gpu_type=type_of(node.gpus))
+        return JobRecord(**base, gpu_index=gpus[0], reserved_mib=mib, predicted_s=seconds,
+                         gpu_type=type_of(node.gpus), gpu_indices=gpus if len(gpus) > 1 else ())
 
     def _estimated(self, demand: PodDemand | None, base: dict[str, Any], node: NodeState,
                    limit: int, floors: Mapping[str, float]) -> JobRecord | None:
-        """The reservation estimated for the node's GPU type, on `likeliest_gpu`."""
+        """The reservation estimated for the node's GPU type, on `likeliest_gpus`."""
         assert node.gpus is not None and demand is not None
         if self.sizer is None:
             log.warning("cannot account a bound pod: no estimator", extra={"pod_uid": demand.uid})
@@ -328,9 +329,10 @@ class Monitor:
         if not (math.isfinite(mib) and mib > 0 and math.isfinite(seconds) and seconds >= 0):
             return None
         mib = min(round(mib, 1), float(node.gpus.memory_mib))  # it cannot hold more than all
-        gpu = likeliest_gpu(node, mib, limit)
-        return JobRecord(**base, gpu_index=gpu.index, reserved_mib=mib,
-                         predicted_s=round(seconds, 3), gpu_type=type_of(node.gpus))
+        gpus = tuple(g.index for g in likeliest_gpus(node, mib, limit, demand.gpus))
+        return JobRecord(**base, gpu_index=gpus[0], reserved_mib=mib,
+                         predicted_s=round(seconds, 3), gpu_type=type_of(node.gpus),
+                         gpu_indices=gpus if len(gpus) > 1 else ())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,7 +4,7 @@ Anyone who can edit a pod can edit the reservation bind wrote on it, so the
 monitor takes those values only when the extender's signature over them
 verifies for this pod on this node and they fit the node's layout
 (`trusted_reservation`); otherwise it estimates the job again and puts it on
-`likeliest_gpu`. After a release, `waiters_that_fit` names the waiting pods
+`likeliest_gpus`. After a release, `waiters_that_fit` names the waiting pods
 that now fit on the freed GPU, so the monitor can make kube-scheduler retry
 them at once.
 """
@@ -23,11 +23,12 @@ MAX_ANNOTATION_CHARS = 64  # a reservation value longer than this is not one bin
 
 
 def trusted_reservation(key: bytes, uid: str, node_name: str, values: list[Any],
-                        node: NodeState) -> tuple[int, float, float] | None:
-    """(GPU index, reserved MiB, predicted s) from the annotations `values` (GPU, reserved
-    MiB, predicted seconds, signature, as written on the pod) when the signature is the
-    extender's over exactly these for this pod and node, and the values are in range:
-    an index within the node's GPUs, MiB in (0, its memory], finite seconds >= 0."""
+                        node: NodeState) -> tuple[tuple[int, ...], float, float] | None:
+    """(GPU indices, reserved MiB on each, predicted s) from the annotations `values` (GPUs,
+    reserved MiB, predicted seconds, signature, as written on the pod) when the signature
+    is the extender's over exactly these for this pod and node, and the values are in
+    range: distinct indices within the node's GPUs, MiB in (0, its memory], finite
+    seconds >= 0."""
     if node.gpus is None or not all(isinstance(v, str) and len(v) <= MAX_ANNOTATION_CHARS
                                     for v in values):
         return None
@@ -35,14 +36,16 @@ def trusted_reservation(key: bytes, uid: str, node_name: str, values: list[Any],
     if not is_signed(key, signature, uid, node_name, gpu, mib, seconds):
         return None
     try:
-        index, reserved, predicted = int(gpu), float(mib), float(seconds)
+        reserved, predicted = float(mib), float(seconds)
     except ValueError:
         return None
-    if not (gpu.isascii() and gpu.isdigit() and index < node.gpus.count
+    parts = gpu.split(",")
+    if not (all(p.isascii() and p.isdigit() and int(p) < node.gpus.count for p in parts)
+            and len(set(parts)) == len(parts)
             and 0 < reserved <= node.gpus.memory_mib
             and math.isfinite(predicted) and predicted >= 0):
         return None
-    return index, reserved, predicted
+    return tuple(int(p) for p in parts), reserved, predicted
 
 
 def waiters_that_fit(node: NodeState, gpu_index: int, waiting: Iterable[Waiter],
@@ -66,9 +69,11 @@ def waiters_that_fit(node: NodeState, gpu_index: int, waiting: Iterable[Waiter],
     return fitting
 
 
-def likeliest_gpu(node: NodeState, mib: float, limit: int) -> GpuState:
-    """Where an estimated adoption goes: the roomiest GPU with room for `mib` and a slot,
-    else the roomiest of all (the adoption then reports the over-commit). The node must
-    have GPUs."""
-    room = [g for g in node.gpu_states if len(g.jobs) < limit and mib <= g.free_mib]
-    return max(room or node.gpu_states, key=lambda g: (g.free_mib, -g.index))
+def likeliest_gpus(node: NodeState, mib: float, limit: int, count: int = 1) -> list[GpuState]:
+    """Where an estimated adoption goes: the `count` roomiest GPUs with room for `mib` and a
+    slot, then the roomiest others (the adoption then reports the over-commit). The node
+    must have GPUs."""
+    def roomy(g: GpuState) -> tuple[bool, float, int]:
+        return len(g.jobs) < limit and mib <= g.free_mib, g.free_mib, -g.index
+
+    return sorted(node.gpu_states, key=roomy, reverse=True)[:count]

@@ -94,8 +94,11 @@ def reservation_candidates(node: NodeState, need: Need, limits: Limits, policy: 
 def pod_annotations(reservation: Reservation, need: Need,
                     signing_key: bytes | None = None) -> dict[str, str]:
     """The reservation written on the pod at bind time (the monitor rebuilds Redis from it),
-    signed when a key is configured (`extender.core.signing`)."""
-    annotations = {GPU: str(reservation.gpu_index), RESERVED_MIB: f"{need.padded_mib:.0f}",
+    signed when a key is configured (`extender.core.signing`): its GPUs (comma-separated
+    for a pod on several), the MiB reserved on each, the predicted seconds, and in words
+    how the MiB were decided."""
+    annotations = {GPU: ",".join(map(str, reservation.gpus)),
+                   RESERVED_MIB: f"{need.padded_mib:.0f}",
                    PREDICTED_S: f"{need.predicted_s:.1f}", SIZING: decisions.sizing(need)}
     if signing_key:
         annotations[SIGNATURE] = reservation_signature(

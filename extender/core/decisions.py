@@ -40,8 +40,8 @@ def reserved(namespace: str, name: str, reservation: Reservation, gpus: NodeGpus
     label = gpus.gpu_type or gpus.product
     why = sizing(need)
     return Decision("reserved", reservation.uid, f"{namespace}/{name}", (
-        f"reserved {need.padded_mib:.0f} MiB of {gpus.memory_mib} on GPU "
-        f"{reservation.gpu_index} ({label}) of {reservation.node}; predicted "
+        f"reserved {need.padded_mib:.0f} MiB of {gpus.memory_mib} on "
+        f"{_gpus_said(reservation.gpus)} ({label}) of {reservation.node}; predicted "
         f"{need.predicted_s:.0f} s; {why}"), reservation.node)
 
 
@@ -71,5 +71,11 @@ def holds_told(holds: Holds, waiting_pods: tuple[Waiter, ...],
 
 def released(job: JobRecord, outcome: str) -> Decision:
     return Decision("released", job.uid, f"{job.namespace}/{job.pod}", (
-        f"released {job.reserved_mib:.0f} MiB on GPU {job.gpu_index} of {job.node} "
+        f"released {job.reserved_mib:.0f} MiB on {_gpus_said(job.gpus)} of {job.node} "
         f"(pod {outcome})"), job.node)
+
+
+def _gpus_said(indices: tuple[int, ...]) -> str:
+    if len(indices) == 1:
+        return f"GPU {indices[0]}"
+    return f"each of GPUs {','.join(map(str, indices))}"

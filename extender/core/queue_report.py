@@ -22,7 +22,8 @@ def queue_report(layouts: Mapping[str, NodeGpus], jobs: Iterable[JobRecord],
     by_gpu: dict[tuple[str, int], list[JobRecord]] = defaultdict(list)
     for job in jobs:
         if job.expires_at <= 0 or job.expires_at > now:
-            by_gpu[job.node, job.gpu_index].append(job)
+            for index in job.gpus:  # a multi-GPU pod holds its MiB on each
+                by_gpu[job.node, index].append(job)
     names = sorted(set(layouts) | {node for node, _ in by_gpu})
     report = []
     for name in names:

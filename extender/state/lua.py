@@ -14,6 +14,27 @@ local function touch(queue)
   end
   redis.call('ZADD', 'st:changed', redis.call('INCR', 'st:rev'), queue)
 end
+-- Every queue a job hash sits in: 'queues' (a pod on several GPUs) or its one 'queue'.
+local function queues_of(key)
+  local all = redis.call('HGET', key, 'queues')
+  if all then
+    local out = {}
+    for q in string.gmatch(all, '[^,]+') do out[#out + 1] = q end
+    return out
+  end
+  local one = redis.call('HGET', key, 'queue')
+  if one then return {one} end
+  return {}
+end
+-- Drop a job from every queue it sits in, from st:jobs, and its hash.
+local function drop(uid)
+  for _, q in ipairs(queues_of('st:job:' .. uid)) do
+    redis.call('ZREM', q, uid)
+    touch(q)
+  end
+  redis.call('ZREM', 'st:jobs', uid)
+  redis.call('DEL', 'st:job:' .. uid)
+end
 local function expiry(key)
   local exp = tonumber(redis.call('HGET', key, 'expires_at')) or 0
   if exp ~= exp then return 0 end
@@ -34,8 +55,11 @@ end
 """
 
 RESERVE = LIVE + """
+-- ARGV: now, ttl, reserved MiB per GPU, fields (JSON), GPUs wanted, then per candidate
+-- GPU (KEYS[3..]): index, capacity MiB, collocation limit. All wanted GPUs or none.
 local now, ttl, need = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local fields = cjson.decode(ARGV[4])
+local want = tonumber(ARGV[5])
 local uid = fields.uid
 local current = redis.call('HGET', KEYS[1], 'queue')
 if current then
@@ -45,46 +69,50 @@ if current then
     local here = 'st:gpu:' .. fields.node .. ':'
     if string.sub(current, 1, #here) ~= here then return {'elsewhere', current} end
     redis.call('HDEL', 'st:waiting', uid)
-    return {'exists', current}
+    return {'exists', current, redis.call('HGET', KEYS[1], 'gpus') or ''}
   end
-  redis.call('ZREM', current, uid)
-  redis.call('DEL', KEYS[1])
-  touch(current)
+  drop(uid)
 end
-local report = {}
+local report, chosen, indices = {}, {}, {}
 for c = 3, #KEYS do
-  local base = 5 + (c - 3) * 3
+  local base = 6 + (c - 3) * 3
   local index, cap, limit = ARGV[base], tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2])
-  local used, count, pruned = 0, 0, false
+  local used, count = 0, 0
   for _, other in ipairs(redis.call('ZRANGE', KEYS[c], 0, -1)) do
     local mib = held_mib(other, now, cap)
     if mib then
       used = used + mib
       count = count + 1
     else
-      redis.call('ZREM', KEYS[c], other)
-      redis.call('ZREM', KEYS[2], other)
-      redis.call('DEL', 'st:job:' .. other)
-      pruned = true
+      drop(other)
     end
   end
-  if pruned then touch(KEYS[c]) end
   if count < limit and used + need <= cap then
-    local expires = 0
-    if ttl > 0 then expires = now + ttl end
-    for k, v in pairs(fields) do redis.call('HSET', KEYS[1], k, tostring(v)) end
-    redis.call('HSET', KEYS[1], 'queue', KEYS[c], 'gpu_index', index,
-               'reserved_mib', tostring(need), 'reserved_at', tostring(now),
-               'expires_at', tostring(expires), 'state', fields.state or 'reserved')
-    redis.call('ZADD', KEYS[c], now, uid)
-    redis.call('ZADD', KEYS[2], now, uid)
-    touch(KEYS[c])
-    redis.call('HDEL', 'st:waiting', uid)
-    return {'reserved', KEYS[c]}
+    chosen[#chosen + 1] = KEYS[c]
+    indices[#indices + 1] = index
+    if #chosen == want then break end
+  else
+    table.insert(report, index .. ':' .. used .. ':' .. count)
   end
-  table.insert(report, index .. ':' .. used .. ':' .. count)
 end
-return {'full', table.concat(report, ',')}
+if #chosen < want then return {'full', table.concat(report, ',')} end
+local expires = 0
+if ttl > 0 then expires = now + ttl end
+for k, v in pairs(fields) do redis.call('HSET', KEYS[1], k, tostring(v)) end
+redis.call('HSET', KEYS[1], 'queue', chosen[1], 'gpu_index', indices[1],
+           'reserved_mib', tostring(need), 'reserved_at', tostring(now),
+           'expires_at', tostring(expires), 'state', fields.state or 'reserved')
+if want > 1 then
+  redis.call('HSET', KEYS[1], 'queues', table.concat(chosen, ','),
+             'gpus', table.concat(indices, ','))
+end
+for _, queue in ipairs(chosen) do
+  redis.call('ZADD', queue, now, uid)
+  touch(queue)
+end
+redis.call('ZADD', KEYS[2], now, uid)
+redis.call('HDEL', 'st:waiting', uid)
+return {'reserved', chosen[1], table.concat(indices, ',')}
 """
 
 CHANGES = """
@@ -126,7 +154,7 @@ if redis.call('HGET', KEYS[1], 'queue') ~= ARGV[1] then return 0 end
 local exp = expiry(KEYS[1])
 if exp > 0 and exp <= tonumber(ARGV[2]) then return 0 end
 redis.call('HSET', KEYS[1], 'state', 'bound', 'expires_at', '0')
-touch(ARGV[1])
+for _, q in ipairs(queues_of(KEYS[1])) do touch(q) end
 return 1
 """
 
@@ -144,10 +172,7 @@ end
 redis.call('HDEL', 'st:waiting', ARGV[1])
 if not queue then return nil end
 local record = redis.call('HGETALL', KEYS[1])
-redis.call('ZREM', queue, ARGV[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('DEL', KEYS[1])
-touch(queue)
+drop(ARGV[1])
 return record
 """
 
@@ -158,7 +183,7 @@ local exp = expiry(KEYS[1])
 if exp == 0 then return 1 end
 if exp <= tonumber(ARGV[2]) then return 0 end
 redis.call('HSET', KEYS[1], 'state', 'bound', 'expires_at', '0')
-touch(queue)
+for _, q in ipairs(queues_of(KEYS[1])) do touch(q) end
 return 1
 """
 
@@ -167,13 +192,14 @@ local queue = redis.call('HGET', KEYS[1], 'queue')
 if not queue then return 0 end
 if redis.call('HGET', KEYS[1], 'state') == 'running' then return 1 end
 redis.call('HSET', KEYS[1], 'state', 'running', 'started_at', ARGV[1], 'expires_at', '0')
-touch(queue)
+for _, q in ipairs(queues_of(KEYS[1])) do touch(q) end
 return 1
 """
 
 
 ADOPT = LIVE + """
 -- ARGV: the record (JSON), the GPU's capacity MiB, its collocation limit, now.
+-- KEYS[3..]: the queues of the GPUs the pod runs on (one, or several for a multi-GPU pod).
 local fields = cjson.decode(ARGV[1])
 local cap, limit = tonumber(ARGV[2]), tonumber(ARGV[3])
 local need = tonumber(fields.reserved_mib)
@@ -185,31 +211,46 @@ local current = redis.call('HGET', KEYS[1], 'queue')
 if current == KEYS[3] then
   if expiry(KEYS[1]) > 0 then
     redis.call('HSET', KEYS[1], 'state', fields.state, 'expires_at', '0')
-    touch(current)
+    for _, q in ipairs(queues_of(KEYS[1])) do touch(q) end
   end
   return {'exists', ''}
 end
--- What the GPU holds without this pod.
+-- What the GPUs hold without this pod.
 local now = tonumber(ARGV[4])
-local used, count = 0, 0
-for _, other in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
-  local mib = other ~= fields.uid and held_mib(other, now, cap)
-  if mib then used, count = used + mib, count + 1 end
-end
-local status = 'adopted'
+local status, detail = 'adopted', ''
 if current then
-  redis.call('ZREM', current, fields.uid)
-  touch(current)
+  for _, q in ipairs(queues_of(KEYS[1])) do
+    redis.call('ZREM', q, fields.uid)
+    touch(q)
+  end
   status = 'moved'
 end
-if count >= limit or used + need > cap then status = 'overcommit' end
+for c = 3, #KEYS do
+  local used, count = 0, 0
+  for _, other in ipairs(redis.call('ZRANGE', KEYS[c], 0, -1)) do
+    local mib = other ~= fields.uid and held_mib(other, now, cap)
+    if mib then used, count = used + mib, count + 1 end
+  end
+  if count >= limit or used + need > cap then
+    status, detail = 'overcommit', used .. ':' .. count
+  elseif c == 3 and status ~= 'overcommit' then
+    detail = used .. ':' .. count
+  end
+end
 redis.call('DEL', KEYS[1])
 for k, v in pairs(fields) do redis.call('HSET', KEYS[1], k, tostring(v)) end
 redis.call('HSET', KEYS[1], 'queue', KEYS[3], 'expires_at', '0')
-redis.call('ZADD', KEYS[3], tonumber(fields.reserved_at), fields.uid)
+if #KEYS > 3 then
+  local queues = {}
+  for c = 3, #KEYS do queues[#queues + 1] = KEYS[c] end
+  redis.call('HSET', KEYS[1], 'queues', table.concat(queues, ','))
+end
+for c = 3, #KEYS do
+  redis.call('ZADD', KEYS[c], tonumber(fields.reserved_at), fields.uid)
+  touch(KEYS[c])
+end
 redis.call('ZADD', KEYS[2], tonumber(fields.reserved_at), fields.uid)
-touch(KEYS[3])
-return {status, used .. ':' .. count}
+return {status, detail}
 """
 
 TELL = """

@@ -74,7 +74,20 @@ def job_from_mapping(data: Mapping[str, str]) -> JobRecord:
         reserved_at=number("reserved_at"), started_at=number("started_at"),
         expires_at=number("expires_at"), gpu_type=data.get("gpu_type", ""),
         batch=whole("batch", 0), units=whole("units", 0),
+        gpu_indices=gpu_list(data.get("gpus", "")),
     )  # fmt: skip
+
+
+MAX_LISTED_GPUS = 64
+
+
+def gpu_list(text: Any) -> tuple[int, ...]:
+    """A stored comma-separated list of GPU indices; () when absent or unreadable."""
+    parts = str(text or "").split(",")
+    if not text or len(parts) > MAX_LISTED_GPUS or not all(
+            p.isascii() and p.isdigit() and len(p) <= 4 for p in parts):
+        return ()
+    return tuple(int(p) for p in parts)
 
 
 UNREADABLE_PREDICTED_S = 86_400.0  # a queued job whose predicted time cannot be read

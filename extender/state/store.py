@@ -13,7 +13,9 @@ Key layout (human readable; every key is built by the helpers below):
     st:job:{uid}            hash    one reservation: pod, namespace, model, task, node,
                                     gpu_index, reserved_mib, predicted_s, state
                                     (reserved|bound|running), reserved_at, started_at,
-                                    expires_at (0 = none), queue, source (who reserved:
+                                    expires_at (0 = none), queue, and for a pod on
+                                    several GPUs queues and gpus (comma-separated, the
+                                    first is queue and gpu_index), source (who reserved:
                                     kube = a kube-scheduler bind, volcano = Volcano's
                                     allocate; absent on adopted placements)
     st:jobs                 zset    every reserved pod UID, scored by reservation time
@@ -65,8 +67,8 @@ from extender.model import (
 )  # fmt: skip
 from extender.state import lua
 from extender.state.records import (
-    floors_from_pairs, job_from_mapping, job_from_pairs, layout_from_json, live_waiters,
-    queued_jobs, reading,
+    floors_from_pairs, gpu_list, job_from_mapping, job_from_pairs, layout_from_json,
+    live_waiters, queued_jobs, reading,
 )
 from extender.state.queue_mirror import QueueMirror
 
@@ -197,34 +199,40 @@ class RedisStore:
         return floors_from_pairs(self._call(self._redis.hgetall, FLOORS_KEY))
 
     def reserve(self, record: JobRecord, candidates: Iterable[tuple[int, float, int]],
-                now: float, ttl_s: float, source: str = KUBE_BIND) -> Reservation:
-        """Reserve `record.reserved_mib` on the first candidate GPU that takes it, expiring
-        after `ttl_s` unless confirmed (0: never); `source` records who asked.
+                now: float, ttl_s: float, source: str = KUBE_BIND, gpus: int = 1) -> Reservation:
+        """Reserve `record.reserved_mib` on each of the first `gpus` candidate GPUs that take
+        it (all of them or none), expiring after `ttl_s` unless confirmed (0: never);
+        `source` records who asked.
 
         `candidates`: (gpu index, capacity MiB, collocation limit) in preference
         order. Idempotent per (uid, node): a pod that already holds a live
         reservation on `record.node` keeps it (`new` False). Raises `Conflict`
-        when no candidate has room any more, or when the pod holds a live
+        when too few candidates have room any more, or when the pod holds a live
         reservation on another node (never moved: one pod, one placement).
         """
         cands = list(candidates)
         keys = [job_key(record.uid), JOBS_KEY, *(gpu_key(record.node, i) for i, _, _ in cands)]
         fields = {k: v for k, v in asdict(record).items()
-                  if k not in ("gpu_index", "reserved_mib", "reserved_at", "expires_at")}
+                  if k not in ("gpu_index", "reserved_mib", "reserved_at", "expires_at",
+                               "gpu_indices")}
         fields["source"] = source
-        args: list[Any] = [now, ttl_s, record.reserved_mib, orjson.dumps(fields)]
+        args: list[Any] = [now, ttl_s, record.reserved_mib, orjson.dumps(fields), gpus]
         for index, capacity, limit in cands:
             args += [index, capacity, limit]
-        status, detail = self._call(self._reserve, keys=keys, args=args)
+        status, detail, *held = self._call(self._reserve, keys=keys, args=args)
         if status == "full":
-            raise Conflict(f"no GPU on {record.node} has room for {record.reserved_mib:.0f} MiB "
-                           f"padded any more (gpu:used MiB:jobs {detail}); the pod will be "
-                           "retried")
+            which = f"fewer than {gpus} GPUs" if gpus > 1 else "no GPU"
+            have = "have" if gpus > 1 else "has"
+            raise Conflict(f"{which} on {record.node} {have} room for "
+                           f"{record.reserved_mib:.0f} MiB padded any more (gpu:used MiB:jobs "
+                           f"{detail}); the pod will be retried")
         node, _, index = str(detail).removeprefix("st:gpu:").rpartition(":")
         if status == "elsewhere":
             raise Conflict(f"pod {record.uid} already holds a reservation on node {node} "
                            f"(GPU {index}); refusing to place it on {record.node} too")
-        return Reservation(record.uid, node, int(index), new=status == "reserved")
+        indices = gpu_list(held[0]) if held and held[0] else ()
+        return Reservation(record.uid, node, int(index), new=status == "reserved",
+                           gpu_indices=indices if len(indices) > 1 else ())
 
     def confirm_bind(self, reservation: Reservation, now: float) -> bool:
         """Mark a reservation bound (no expiry); False if it expired or moved meanwhile."""
@@ -268,8 +276,11 @@ class RedisStore:
         `detail` = "used MiB:jobs" without it); "invalid" (reserved MiB not a number in
         (0, capacity_mib]: nothing written).
         """
-        keys = [job_key(record.uid), JOBS_KEY, gpu_key(record.node, record.gpu_index)]
-        fields = {k: v for k, v in asdict(record).items() if k != "expires_at"}
+        keys = [job_key(record.uid), JOBS_KEY, *(gpu_key(record.node, i) for i in record.gpus)]
+        fields = {k: v for k, v in asdict(record).items()
+                  if k not in ("expires_at", "gpu_indices")}
+        if record.gpu_indices:
+            fields["gpus"] = ",".join(map(str, record.gpu_indices))
         status, detail = self._call(self._adopt, keys=keys,
                                     args=[orjson.dumps(fields), capacity_mib, limit, now])
         return str(status), str(detail)
