@@ -20,11 +20,13 @@ FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 
 def make_pod(name: str = "job", namespace: str = "default", uid: str | None = None,
              model: str | None = "resnet50", task: str | None = None, batch: Any = None,
-             epochs: Any = None, requests: Any = None, **extra: str) -> dict[str, Any]:
-    """`extra`: more annotations, written before the ``schedtune.io/*`` ones."""
+             epochs: Any = None, requests: Any = None, gpus: int | None = 1,
+             **extra: str) -> dict[str, Any]:
+    """`extra`: more annotations, written before the ``schedtune.io/*`` ones; `gpus`: the
+    container's ``nvidia.com/gpu`` limit."""
     return pod_object(name, namespace, uid or str(uuid.uuid4()), model=model, task=task,
                       batch=batch, epochs=epochs, requests=requests, annotations=extra,
-                      image="trainer:latest")
+                      image="trainer:latest", gpus=gpus)
 
 
 def make_node(name: str, product: str | None = "NVIDIA-GeForce-RTX-3090", count: Any = 1,

@@ -1,0 +1,163 @@
+"""Pods no model describes (declared memory) and pods on several GPUs, through the HTTP
+verbs with a real Redis; released by the monitor as the API server reports the pod."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+
+import pytest
+
+from extender.cluster.monitor import Monitor
+from extender.model import (
+    EXPECTED_S, GPU, GPU_MEMORY, RESERVED_MIB, SIZING, JobRecord, NodeGpus,
+)  # fmt: skip
+from extender.settings import Settings
+from tests.builders import bind_args, filter_args, make_node, make_pod
+
+OURS = "schedtune-scheduler"
+EIGHT = make_node("eight", "NVIDIA-A100-SXM4-40GB", count=8, memory_mib=40960, replicas=4)
+EIGHT_LAYOUT = NodeGpus("NVIDIA-A100-SXM4-40GB", "A100-40GB", 8, 40960, share_slots=4)
+SMALL = make_node("small", "Tesla-T4", count=1, memory_mib=15360)
+
+
+def _filter(client, pod: dict, nodes: list[dict]) -> dict:
+    res = client.post("/filter", json=filter_args(pod, nodes))
+    assert res.status_code == 200
+    return res.get_json()
+
+
+def _passed(out: dict) -> list[str]:
+    return [n["metadata"]["name"] for n in (out["Nodes"] or {}).get("items", [])]
+
+
+def _bind(client, binder, pod: dict, node: str) -> dict[str, str]:
+    assert client.post("/bind", json=bind_args(pod, node)).get_json() == {"Error": ""}
+    return binder.calls[-1][4]
+
+
+def _bound(pod: dict, annotations: dict[str, str], phase: str) -> dict:
+    pod = copy.deepcopy(pod)
+    pod["metadata"]["annotations"].update(annotations)
+    pod["spec"].update(nodeName="eight", schedulerName=OURS)
+    pod["status"] = {"phase": phase, "containerStatuses": [{"name": "main", "state": {
+        "terminated": {"reason": "Completed", "exitCode": 0,
+                       "startedAt": "2026-11-23T10:00:00Z",
+                       "finishedAt": "2026-11-23T10:10:00Z"}}}]}
+    return pod
+
+
+def _declared(memory: int, **extra: str) -> dict:
+    return make_pod(model=None, **{GPU_MEMORY: str(memory), **extra})
+
+
+def test_a_declared_pod_is_reserved_exactly_what_it_declares(client, binder, store) -> None:
+    pod = _declared(30000, **{EXPECTED_S: "900"})
+    out = _filter(client, pod, [EIGHT, SMALL])
+    assert _passed(out) == ["eight"]
+    assert "30000 MiB" in out["FailedAndUnresolvableNodes"]["small"]  # a T4 can never hold it
+    annotations = _bind(client, binder, pod, "eight")
+    assert annotations[RESERVED_MIB] == "30000" and "as declared" in annotations[SIZING]
+    job = store.job(pod["metadata"]["uid"])
+    assert (job.model, job.reserved_mib, job.predicted_s) == ("", 30000.0, 900.0)
+
+
+def test_a_declared_pod_larger_than_every_gpu_says_by_how_much(client) -> None:
+    out = _filter(client, _declared(50000), [EIGHT, SMALL])
+    reasons = set(out["FailedAndUnresolvableNodes"].values())
+    assert len(reasons) == 1 and "9040 MiB short" in reasons.pop()  # 50000 - 40960
+
+
+def test_declared_and_predicted_the_larger_wins_and_the_pod_is_told(client, binder) -> None:
+    small = make_pod(model="resnet18", batch=8, **{GPU_MEMORY: "39000"})
+    annotations = _bind(client, binder, small, "eight") if _passed(
+        _filter(client, small, [EIGHT])) == ["eight"] else pytest.fail("not placed")
+    assert annotations[RESERVED_MIB] == "39000"
+    assert annotations[SIZING].startswith("declared 39000 MiB, above the padded prediction")
+    big = make_pod(model="vgg16", batch=64, **{GPU_MEMORY: "100"})
+    assert _passed(_filter(client, big, [EIGHT])) == ["eight"]
+    annotations = _bind(client, binder, big, "eight")
+    assert float(annotations[RESERVED_MIB]) > 5000
+    assert "above the declared 100 MiB" in annotations[SIZING]
+
+
+def test_a_declared_pod_is_timed_by_its_owners_earlier_runs(client, binder, store) -> None:
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": "nightly", "uid": "j1",
+             "controller": True}
+    first = _declared(1000)
+    first["metadata"]["ownerReferences"] = [owner]
+    _filter(client, first, [EIGHT])
+    _bind(client, binder, first, "eight")
+    assert store.job(first["metadata"]["uid"]).predicted_s == Settings().declared_default_s
+    store.record_owner_run("default/Job/nightly", 120.0)
+    store.record_owner_run("default/Job/nightly", 180.0)
+    second = _declared(1000)
+    second["metadata"]["ownerReferences"] = [owner]
+    _filter(client, second, [EIGHT])
+    _bind(client, binder, second, "eight")
+    assert store.job(second["metadata"]["uid"]).predicted_s == 150.0
+
+
+def test_the_monitor_records_a_declared_run_for_its_owner(store, clock, estimator) -> None:
+    store.put_node("eight", EIGHT_LAYOUT)
+    monitor = Monitor(store, estimator, clock=clock, settings=Settings(scheduler_name=OURS))
+    pod = _declared(2000)
+    pod["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "etl", "controller": True}]
+    uid = pod["metadata"]["uid"]
+    store.reserve(JobRecord(uid, "job", "default", "", "train", "eight", -1, 2000.0, 60.0,
+                            "reserved", clock.now), [(0, 40960.0, 4)], clock.now, 0)
+    store.mark_running(uid, datetime(2026, 11, 23, 10, tzinfo=UTC).timestamp())
+    monitor.reconcile([_bound(pod, {}, "Succeeded")])
+    assert store.job(uid) is None
+    assert store.owner_seconds("default/Job/etl") == 600.0  # the container ran ten minutes
+
+
+@pytest.mark.parametrize("annotation, value, words", [
+    (GPU_MEMORY, "0", "schedtune.io/gpu-memory='0' is invalid"),
+    (GPU_MEMORY, "lots", "an integer in 1..1048576"),
+    (EXPECTED_S, "-5", "schedtune.io/expected-seconds='-5' is invalid"),
+])
+def test_bad_declared_values_are_refused_with_what_to_fix(client, annotation, value,
+                                                          words) -> None:
+    pod = make_pod(model=None, **{GPU_MEMORY: "1000", annotation: value})
+    out = _filter(client, pod, [EIGHT])
+    assert words in out["FailedAndUnresolvableNodes"]["eight"]
+
+
+def test_a_four_gpu_pod_holds_four_gpus_and_is_released_whole(client, binder, store, clock,
+                                                              estimator) -> None:
+    store.put_node("eight", EIGHT_LAYOUT)
+    pod = make_pod(model="resnet50", batch=128, gpus=4)
+    assert _passed(_filter(client, pod, [EIGHT])) == ["eight"]
+    annotations = _bind(client, binder, pod, "eight")
+    gpus = [int(i) for i in annotations[GPU].split(",")]
+    uid = pod["metadata"]["uid"]
+    assert len(set(gpus)) == 4 and store.job(uid).gpus == tuple(gpus)
+    assert {i for (node, i), members in store.queues().items() if uid in members} == set(gpus)
+    # The per-replica need: batch 32 on each GPU (plus all-reduce buffers), not batch 128.
+    one = make_pod(model="resnet50", batch=32)
+    _filter(client, one, [EIGHT])
+    single = float(_bind(client, binder, one, "eight")[RESERVED_MIB])
+    assert single < float(annotations[RESERVED_MIB]) < single + 1024
+    monitor = Monitor(store, estimator, clock=clock, settings=Settings(scheduler_name=OURS))
+    monitor.reconcile([_bound(pod, annotations, "Succeeded")])
+    assert store.job(uid) is None
+    assert not any(uid in members for members in store.queues().values())
+
+
+def test_a_multi_gpu_bind_is_all_or_nothing(client, binder, store) -> None:
+    store.put_node("eight", EIGHT_LAYOUT)
+    for index in range(6):  # six GPUs full: two left, the pod needs three
+        store.reserve(JobRecord(f"full-{index}", "p", "default", "vgg16", "train", "eight", -1,
+                                40000.0, 60.0, "bound", 1.0), [(index, 40960.0, 4)], 1.0, 0)
+    pod = make_pod(model="resnet50", batch=96, gpus=3)
+    _filter(client, pod, [EIGHT])
+    res = client.post("/bind", json=bind_args(pod, "eight")).get_json()
+    assert "fewer than 3 GPUs on eight have room" in res["Error"]
+    assert store.job(pod["metadata"]["uid"]) is None
+    assert not any(pod["metadata"]["uid"] in m for m in store.queues().values())
+
+
+def test_a_pod_asking_for_more_gpus_than_any_node_is_told(client) -> None:
+    out = _filter(client, make_pod(gpus=65), [EIGHT])
+    assert "at most 64" in out["FailedAndUnresolvableNodes"]["eight"]
