@@ -80,6 +80,12 @@ class FeatureTable:
             sims.setdefault(key, {})[int(row["batch"])] = {c: float(row[c]) for c in SIM_COLUMNS}
         return cls(summaries, sims)
 
+    def with_models(self, summaries: Mapping[str, Mapping[str, object]],
+                    sims: Mapping[tuple[str, str], Mapping[int, Mapping[str, float]]]
+                    ) -> FeatureTable:
+        """This table plus (or with replaced) the given models' rows."""
+        return FeatureTable({**self._summaries, **summaries}, {**self._sims, **sims})
+
     @property
     def models(self) -> tuple[str, ...]:
         return tuple(sorted(m for m in self._summaries if self.tasks_for(m)))

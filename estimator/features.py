@@ -31,7 +31,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.distributed._tools.mem_tracker import MemTracker
 from torch.utils.flop_counter import FlopCounterMode
 
-from estimator.zoo import IMAGE_SHAPE, TEXT_SEQ_LEN, TEXT_VOCAB, ModelSpec, get_spec
+from estimator.zoo import ModelSpec, get_spec
 
 MIB = 2**20
 TASKS = ("train", "inference")
@@ -72,8 +72,8 @@ class SimulatedPeak:
 def example_input(spec: ModelSpec, batch: int) -> torch.Tensor:
     """A batch of the model's input (random images or token ids), on the CPU."""
     if spec.input_kind == "text":
-        return torch.randint(0, TEXT_VOCAB, (batch, TEXT_SEQ_LEN))
-    return torch.randn(batch, *IMAGE_SHAPE)
+        return torch.randint(0, spec.vocab, (batch, spec.seq_len))
+    return torch.randn(batch, *spec.input_shape)
 
 
 def summarize(name: str) -> ModelSummary:

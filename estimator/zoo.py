@@ -30,9 +30,9 @@ TEXT_VOCAB = 30522
 class ModelSpec:
     """One registered architecture.
 
-    `input_kind` is ``image`` (float 3x224x224 per sample) or ``text``
-    (int64 token ids, `TEXT_SEQ_LEN` per sample); `num_classes` sizes the
-    loss used for the simulated training step.
+    `input_kind` is ``image`` (float `input_shape` per sample, 3x224x224 unless
+    told) or ``text`` (int64 token ids below `vocab`, `seq_len` per sample);
+    `num_classes` sizes the loss used for the simulated training step.
     """
 
     name: str
@@ -40,6 +40,9 @@ class ModelSpec:
     input_kind: str
     num_classes: int
     build: Callable[[], Any]
+    input_shape: tuple[int, ...] = IMAGE_SHAPE
+    seq_len: int = TEXT_SEQ_LEN
+    vocab: int = TEXT_VOCAB
 
 
 def _torchvision_models() -> types.ModuleType:
@@ -131,6 +134,11 @@ REGISTRY: dict[str, ModelSpec] = {
 }
 
 MODEL_NAMES: tuple[str, ...] = tuple(REGISTRY)
+
+
+def register(spec: ModelSpec) -> None:
+    """Add a model for this process (`schedtune models add`: a user's architecture)."""
+    REGISTRY[spec.name] = spec
 
 
 def get_spec(name: str) -> ModelSpec:
