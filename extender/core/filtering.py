@@ -1,10 +1,14 @@
 """Filter (paper Algorithm 2): which nodes can take the pod now, and why not. Pure.
 
-A node passes when one of its GPUs has room for the padded estimate of the job
-on that GPU type, below its collocation limit and beside the room held for
-older waiting pods (`extender.core.room`). The verdict names the best-fit GPU,
-or says why not in words `kubectl describe` users read. A pod that fits
-nowhere (and could fit somewhere once jobs end) becomes a waiter.
+A node passes when enough of its GPUs (the pod's `Need.gpus`, one by default)
+have room for the padded estimate of the job on that GPU type, below its
+collocation limit and beside the room held for older waiting pods
+(`extender.core.room`). The verdict names the best-fit GPU, or says why not in
+words `kubectl describe` users read. A pod that fits nowhere (and could fit
+somewhere once jobs end) becomes a waiter.
+
+Every node is judged at once over the request's `GpuTable` (`extender.core.fit`);
+a reason is written once per distinct failure, never per node.
 """
 
 from __future__ import annotations
@@ -12,13 +16,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
 from extender.core import decisions
+from extender.core.fit import Fit, fit_rows
+from extender.core.gpu_table import GpuTable
 from extender.core.job import Assessment, NotOurs, PodJob, Refused
-from extender.core.room import NO_HOLDS, Holds, has_room, held_from, held_gpus, usable_gpus
+from extender.core.room import NO_HOLDS, Holds, has_room, held_from, held_gpus
 from extender.model import (
     Decision, FilterRecord, Limits, Need, NodeGpus, NodeState, Verdict, Waiter, type_of,
 )  # fmt: skip
 from extender.settings import Settings
+
+UNKNOWN_NODE = Verdict(False, "node unknown to the extender: no GPU layout in the request and "
+                       "none from the node watcher yet", unresolvable=True)
 
 
 @dataclass(frozen=True)
@@ -48,21 +59,26 @@ def decide_filter(assessment: Assessment, nodes: Mapping[str, NodeGpus | None],
     limits = settings.collocation
     holds = held_gpus(snapshot, limits, settings.interference_alpha, pod.uid, settings.hold_for,
                       settings.hold_after_s)
-    verdicts = filter_nodes(snapshot.nodes, needs, limits, holds)
-    passing = [name for name, verdict in verdicts.items() if verdict.fits]
-    held = {name: tuple(blocked) for name in passing if holds
+    table = GpuTable.from_states(snapshot.nodes)
+    fit = fit_rows(table, needs, limits, holds)
+    verdict_list, fits = _judge(table, fit, holds)
+    verdicts = dict(zip(table.names, verdict_list, strict=True))
+    passing = table.names_array[fits].tolist()
+    held_nodes = sorted({node for node, _ in holds}, key=table.positions.__getitem__)
+    held = {name: tuple(blocked) for name in held_nodes if fits[table.positions[name]]
             and (blocked := held_from(snapshot.nodes[name], _need(snapshot.nodes[name], needs),
                                       limits, holds))}  # fmt: skip
     # Bind comes only to a node that passed: keep no other layout (a large request's record).
-    layouts = {name: gpus for name in passing if (gpus := nodes[name]) is not None}
-    waits = settings.hold_for and not passing and not all(v.unresolvable for v in verdicts.values())
+    layouts = ({name: gpus for name in passing if (gpus := nodes[name]) is not None}
+               if any(nodes.values()) else {})
+    waits = settings.hold_for and not passing and not all(v.unresolvable for v in verdict_list)
     waiter = None
     if waits:
         since = next((w.since for w in snapshot.waiting if w.uid == pod.uid), snapshot.now)
         per_type = {t: (n.padded_mib, n.predicted_s) for t, n in needs.items()}
         waiter = Waiter(pod.uid, since, per_type, f"{pod.namespace}/{pod.name}")
     told = decisions.holds_told(holds, snapshot.waiting,
-                                {name: node.gpus for name, node in snapshot.nodes.items()})
+                                {node: snapshot.nodes[node].gpus for node in held_nodes})
     if waiter is not None:
         told += (decisions.waiting(waiter),)
     return FilterDecision(verdicts, FilterRecord(pod, layouts, held), waiter, told=told)
@@ -70,51 +86,133 @@ def decide_filter(assessment: Assessment, nodes: Mapping[str, NodeGpus | None],
 
 def filter_nodes(nodes: Mapping[str, NodeState], needs: Mapping[str, Need], limits: Limits,
                  holds: Holds = NO_HOLDS) -> dict[str, Verdict]:
-    """Verdict per node; idle nodes of one layout are judged once (most of a large cluster)."""
-    held_nodes = {node for node, _ in holds}
-    by_layout: dict[NodeGpus | None, Verdict] = {}
-    verdicts = {}
-    for name, node in nodes.items():
-        if node.idle and name not in held_nodes:
-            verdict = by_layout.get(node.gpus)
-            if verdict is None:
-                verdict = by_layout[node.gpus] = node_verdict(node, needs, limits)
-        else:
-            verdict = node_verdict(node, needs, limits, holds)
-        verdicts[name] = verdict
-    return verdicts
+    """Verdict per node, every node judged at once."""
+    table = GpuTable.from_states(nodes)
+    verdicts, _ = _judge(table, fit_rows(table, needs, limits, holds), holds)
+    return dict(zip(table.names, verdicts, strict=True))
 
 
 def node_verdict(node: NodeState, needs: Mapping[str, Need], limits: Limits,
                  holds: Holds = NO_HOLDS) -> Verdict:
-    gpus = node.gpus
+    return filter_nodes({node.name: node}, needs, limits, holds)[node.name]
+
+
+def _judge(table: GpuTable, fit: Fit, holds: Holds) -> tuple[list[Verdict], np.ndarray]:
+    """A verdict per node of `table`, in order (one `Verdict` per distinct outcome), and
+    which nodes pass."""
+    out = np.empty(len(table.names), dtype=object)
+    layout = table.node_layout
+    # Whole layouts that can never take the job: no layout, a problem, too small a card.
+    settled = np.zeros(len(table.names), dtype=bool)
+    for i, gpus in enumerate(table.layouts):
+        verdict = _layout_verdict(gpus, fit.needs[i])
+        if verdict is not None:
+            mask = layout == i
+            out[mask] = verdict
+            settled |= mask
+    gpus_needed = table.per_node(fit.gpus[table.seg_starts], 1)
+    fits = ~settled & (fit.room_count >= gpus_needed)
+    for index in np.unique(fit.best_index[fits[table.seg_nodes]]).tolist():
+        mask = fits.copy()
+        mask[table.seg_nodes] &= fit.best_index == index
+        out[mask] = Verdict(True, gpu_index=int(index))
+    failing = ~settled & ~fits
+    if holds and failing.any():
+        for position, verdict in _held_verdicts(table, fit, holds, failing).items():
+            out[position] = verdict
+            failing[position] = False
+    if failing.any():
+        _failing_verdicts(table, fit, failing, out)
+    return out.tolist(), fits
+
+
+def _layout_verdict(gpus: NodeGpus | None, need: Need | None) -> Verdict | None:
     if gpus is None:
-        return Verdict(False, "node unknown to the extender: no GPU layout in the "
-                       "request and none from the node watcher yet", unresolvable=True)
+        return UNKNOWN_NODE
     if gpus.problem or gpus.count == 0:
         return Verdict(False, gpus.problem or "node has no GPUs", unresolvable=True)
-    need = needs[type_of(gpus)]
+    if need is None:
+        return None  # not among the request's nodes
     label = gpus.gpu_type or gpus.product
     if need.padded_mib > gpus.memory_mib:
         return Verdict(False, f"needs {need.padded_mib:.0f} MiB padded, more than "
                        f"the {gpus.memory_mib} MiB of one {label}", unresolvable=True)
-    limit = limits.for_node(gpus)
-    fitting = usable_gpus(node, need, limit, holds)
-    if fitting:
-        return Verdict(True, gpu_index=fitting[0].index)
-    held = [g for g in node.gpu_states if (node.name, g.index) in holds
-            and has_room(g, need, limit, None)]  # fmt: skip
-    if held:
-        hold = holds[node.name, held[0].index]
-        return Verdict(False, f"GPU {held[0].index} ({label}) is held for an older waiting pod "
-                       f"({hold.uid}, {hold.padded_mib:.0f} MiB); the job does not fit beside it")
-    roomiest = max(node.gpu_states, key=lambda g: (len(g.jobs) < limit, g.free_mib))
-    if len(roomiest.jobs) >= limit:
-        return Verdict(False, f"collocation limit {limit} reached on every GPU ({label})")
+    if need.gpus > gpus.count:
+        return Verdict(False, f"needs {need.gpus} GPUs with {need.padded_mib:.0f} MiB padded "
+                       f"each, more than the {gpus.count} of this node ({label})",
+                       unresolvable=True)
+    return None
+
+
+def _held_verdicts(table: GpuTable, fit: Fit, holds: Holds,
+                   failing: np.ndarray) -> dict[int, Verdict]:
+    """Failing nodes that would pass but for a GPU held for an older waiting pod."""
+    by_node: dict[int, list[tuple[int, int]]] = {}
+    for node, index in holds:
+        position = table.positions.get(node)
+        if position is not None and failing[position]:
+            by_node.setdefault(position, []).append((node, index))
+    verdicts = {}
+    for position, keys in by_node.items():
+        name = table.names[position]
+        state = table[name]
+        gpus, need = state.gpus, fit.needs[int(table.node_layout[position])]
+        assert gpus is not None and need is not None
+        limit = fit.limits[int(table.node_layout[position])]
+        held = [g for g in state.gpu_states if (name, g.index) in holds
+                and has_room(g, need, limit, None)]  # fmt: skip
+        if held and int(fit.room_count[position]) + len(held) >= need.gpus:
+            hold = holds[name, held[0].index]
+            label = gpus.gpu_type or gpus.product
+            verdicts[position] = Verdict(
+                False, f"GPU {held[0].index} ({label}) is held for an older waiting pod "
+                f"({hold.uid}, {hold.padded_mib:.0f} MiB); the job does not fit beside it")
+    return verdicts
+
+
+def _failing_verdicts(table: GpuTable, fit: Fit, failing: np.ndarray, out: np.ndarray) -> None:
+    """Reasons for nodes short of room: the collocation limit everywhere, or the memory of
+    the roomiest GPU (most free among those below the limit, first in GPU order)."""
+    below = table.gpu_jobs < fit.limit
+    any_below = table.per_node(table.segment_max(below), False)
+    roomiest_free = table.segment_max(np.where(below, table.gpu_free, -np.inf))
+    roomiest = table.first_row(below & (table.gpu_free == roomiest_free[table.gpu_seg]))
+    seg_of_node = np.full(len(table.names), -1)
+    seg_of_node[table.seg_nodes] = np.arange(len(table.seg_nodes))
+    groups: dict[tuple[int, int, float, int], Verdict] = {}
+    positions = np.flatnonzero(failing)
+    segs = seg_of_node[positions]
+    rows = np.where(any_below[positions], roomiest[segs], -1)
+    keys = zip(table.node_layout[positions].tolist(), fit.room_count[positions].tolist(),
+               np.where(rows >= 0, table.gpu_free[rows], 0.0).tolist(),
+               np.where(rows >= 0, table.gpu_index[rows], -1).tolist(), strict=True)
+    verdicts = []
+    for key in keys:
+        verdict = groups.get(key)
+        if verdict is None:
+            verdict = groups[key] = _short_verdict(table, fit, *key)
+        verdicts.append(verdict)
+    column = np.empty(len(verdicts), dtype=object)
+    column[:] = verdicts
+    out[positions] = column
+
+
+def _short_verdict(table: GpuTable, fit: Fit, layout: int, room: int, free: float,
+                   index: int) -> Verdict:
+    gpus, need = table.layouts[layout], fit.needs[layout]
+    assert gpus is not None and need is not None
+    label = gpus.gpu_type or gpus.product
+    if index < 0:
+        return Verdict(False, f"collocation limit {fit.limits[layout]} reached on every GPU "
+                       f"({label})")
+    if need.gpus > 1:
+        return Verdict(False, f"needs {need.padded_mib:.0f} MiB padded on each of {need.gpus} "
+                       f"GPUs, {room} of {gpus.count} have room ({label})")
     return Verdict(False, f"needs {need.padded_mib:.0f} MiB padded, "
-                   f"{roomiest.free_mib:.0f} MiB free on GPU {roomiest.index} ({label})")
+                   f"{free:.0f} MiB free on GPU {index} ({label})")
 
 
 def _need(node: NodeState, needs: Mapping[str, Need]) -> Need:
     assert node.gpus is not None  # a passing node has a layout
     return needs[type_of(node.gpus)]
+

@@ -1,17 +1,29 @@
-"""Prioritize (paper Eq. 1-2): each node priced by its cheapest usable GPU, then scored. Pure.
+"""Prioritize (paper Eq. 1-2): each node priced by the GPUs bind would take, then scored. Pure.
 
 The price comes from the configured scoring policy (`extender.policies`); the
 GPU priced is the one bind will reserve: the cheapest, best fit among equals.
+A pod on k GPUs of one node (`Need.gpus`) is priced on the slowest of the k
+cheapest usable GPUs (best fit first among equals), with the memory those k
+would have left.
+
+Every node is priced at once over the request's `GpuTable`: the GPUs with room
+come from `extender.core.fit` (shared with filter), idle ones cost the job
+alone, busy ones are priced by the policy on arrays (`ScoringPolicy.costs_s`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+import numpy as np
+
+from extender.core.fit import NO_INDEX, Fit, fit_rows
+from extender.core.gpu_table import GpuTable
 from extender.core.job import Assessment, PodJob
-from extender.core.room import NO_HOLDS, Holds, held_gpus, usable_gpus
-from extender.model import ClusterSnapshot, Limits, Need, NodeGpus, NodeState, type_of
+from extender.core.room import NO_HOLDS, Holds, held_gpus
+from extender.model import ClusterSnapshot, Limits, Need, NodeState
 from extender.policies.base import Placement, ScoringPolicy
+from extender.policies.timeline_arrays import remaining_s
 from extender.settings import Settings
 
 
@@ -28,33 +40,83 @@ def decide_scores(assessment: Assessment, nodes: Iterable[str],
 
 def score_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: Limits,
                 policy: ScoringPolicy, holds: Holds = NO_HOLDS) -> dict[str, float]:
-    """Scores in [0, 1] for the nodes that can take the job (others score 0); idle nodes
-    of one layout are priced once."""
-    held_nodes = {node for node, _ in holds}
-    idle: dict[NodeGpus | None, Placement | None] = {}
-    placements: dict[str, Placement] = {}
-    for name, node in snapshot.nodes.items():
-        if node.idle and name not in held_nodes:
-            if node.gpus not in idle:
-                idle[node.gpus] = node_placement(node, needs, limits, snapshot.now, policy)
-            placement = idle[node.gpus]
-        else:
-            placement = node_placement(node, needs, limits, snapshot.now, policy, holds)
-        if placement is not None:
-            placements[name] = placement
-    scores = policy.scores(placements)
-    return {name: scores.get(name, 0.0) for name in snapshot.nodes}
+    """Scores in [0, 1] for the nodes that can take the job (others score 0)."""
+    table = GpuTable.from_states(snapshot.nodes)
+    placed, cost, left = _placements(table, fit_rows(table, needs, limits, holds), policy,
+                                     snapshot.now)
+    scores = np.zeros(len(table.names))
+    scores[placed] = policy.score_array(cost, left)
+    return dict(zip(table.names, scores.tolist(), strict=True))
 
 
 def node_placement(node: NodeState, needs: Mapping[str, Need], limits: Limits, now: float,
                    policy: ScoringPolicy, holds: Holds = NO_HOLDS) -> Placement | None:
-    """The node's price and the memory left on the GPU bind would reserve (the cheapest,
-    best fit among equals). None when no GPU can take the job now."""
-    if node.gpus is None or node.gpus.count == 0 or node.gpus.problem:
-        return None
-    need = needs[type_of(node.gpus)]
-    fitting = usable_gpus(node, need, limits.for_node(node.gpus), holds)
-    if not fitting:
-        return None
-    cost, gpu = policy.cheapest(fitting, need.predicted_s, now)
-    return Placement(cost, gpu.free_mib - need.padded_mib)
+    """The node's price and the memory left on the GPUs bind would reserve. None when the
+    node cannot take the job now."""
+    table = GpuTable.from_states({node.name: node})
+    placed, cost, left = _placements(table, fit_rows(table, needs, limits, holds), policy, now)
+    return Placement(float(cost[0]), float(left[0])) if len(placed) else None
+
+
+def _placements(table: GpuTable, fit: Fit, policy: ScoringPolicy,
+                now: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Nodes that can take the job (positions, in order), their prices and memory left."""
+    cost = np.full(len(fit.room), np.inf)
+    cost[fit.room] = fit.work_s[fit.room]  # an idle GPU costs the job alone
+    busy = np.flatnonzero(fit.room & (table.gpu_jobs > 0))
+    if len(busy):
+        width = int(table.gpu_jobs[busy].max())
+        left_s = remaining_s(table.jobs_matrix(busy, width, table.job_predicted),
+                             table.jobs_matrix(busy, width, table.job_started), now)
+        cost[busy] = policy.costs_s(left_s, fit.work_s[busy])
+    seg_gpus = fit.gpus[table.seg_starts]
+    seg_room = fit.room_count[table.seg_nodes]
+    single = (seg_gpus == 1) & (seg_room >= 1)
+    several = (seg_gpus > 1) & (seg_room >= seg_gpus)
+    seg_cost = np.full(len(table.seg_nodes), np.inf)
+    seg_left = np.zeros(len(table.seg_nodes))
+    if single.any():
+        row = _cheapest_rows(table, fit, cost)
+        seg_cost[single] = cost[row[single]]
+        seg_left[single] = table.gpu_free[row[single]] - fit.padded_mib[row[single]]
+    if several.any():
+        _slowest_of_cheapest(table, fit, cost, several, seg_cost, seg_left)
+    placed = single | several
+    return table.seg_nodes[placed], seg_cost[placed], seg_left[placed]
+
+
+def _cheapest_rows(table: GpuTable, fit: Fit, cost: np.ndarray) -> np.ndarray:
+    """Per segment, the row `ScoringPolicy.cheapest` picks among the GPUs with room taken in
+    best-fit order (free MiB, then index): the lowest cost up to the first GPU that costs
+    no more than the job alone, the first at that cost."""
+    seg, free, index, room = table.gpu_seg, table.gpu_free, table.gpu_index, fit.room
+    alone = room & (cost <= fit.work_s)
+    stop_free = table.segment_min(np.where(alone, free, np.inf))
+    stop_index = table.segment_min(np.where(alone & (free == stop_free[seg]), index, NO_INDEX))
+    before = room & ((free < stop_free[seg])
+                     | ((free == stop_free[seg]) & (index <= stop_index[seg])))
+    lowest = table.segment_min(np.where(before, cost, np.inf))
+    at_lowest = before & (cost == lowest[seg])
+    tightest = table.segment_min(np.where(at_lowest, free, np.inf))
+    first = at_lowest & (free == tightest[seg])
+    first_index = table.segment_min(np.where(first, index, NO_INDEX))
+    return table.first_row(first & (index == first_index[seg]))
+
+
+def _slowest_of_cheapest(table: GpuTable, fit: Fit, cost: np.ndarray, several: np.ndarray,
+                         seg_cost: np.ndarray, seg_left: np.ndarray) -> None:
+    """For pods on k GPUs: the k cheapest GPUs with room of each node (then best fit, then
+    index), priced by the slowest of them; memory left summed over the k."""
+    rows = np.flatnonzero(fit.room & several[table.gpu_seg])
+    seg = table.gpu_seg[rows]
+    order = np.lexsort((table.gpu_index[rows], table.gpu_free[rows], cost[rows], seg))
+    rows, seg = rows[order], seg[order]
+    first = np.searchsorted(seg, seg, side="left")
+    taken = (np.arange(len(rows)) - first) < fit.gpus[rows]
+    rows, seg = rows[taken], seg[taken]
+    slowest = np.full(len(seg_cost), -np.inf)
+    np.maximum.at(slowest, seg, cost[rows])
+    left = np.zeros(len(seg_left))
+    np.add.at(left, seg, table.gpu_free[rows] - fit.padded_mib[rows])
+    seg_cost[several] = slowest[several]
+    seg_left[several] = left[several]

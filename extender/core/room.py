@@ -14,10 +14,14 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
+from extender.core.gpu_table import GpuTable
 from extender.model import (
     ClusterSnapshot, GpuState, Limits, Need, NodeState, QueuedJob, Waiter, type_of,
 )  # fmt: skip
 from extender.policies.timeline import wait_until_fits_s
+from extender.policies.timeline_arrays import remaining_s, waits_until_fit_s
 
 BACKFILL_SLACK = 1.1  # a backfilled job may push the waiter's expected fit back 10 %
 
@@ -73,28 +77,48 @@ def held_gpus(snapshot: ClusterSnapshot, limits: Limits, alpha: float, uid: str,
               max_holds: int, after_s: float = 0.0) -> dict[tuple[str, int], Hold]:
     """GPUs held for the waiters older than pod `uid` that have waited `after_s` or more,
     oldest first, one GPU each: the one among the snapshot's nodes where the waiter fits
-    soonest (then runs fastest)."""
+    soonest (then runs fastest; the first such GPU in node order)."""
     holds: dict[tuple[str, int], Hold] = {}
     if not max_holds:
         return holds
     due = [w for w in _ahead_of(snapshot.waiting, uid) if snapshot.now - w.since >= after_s]
+    if not due:
+        return holds
+    table = GpuTable.from_states(snapshot.nodes)
+    width = int(table.gpu_jobs.max()) if len(table.gpu_jobs) else 0
+    rows = np.arange(len(table.gpu_jobs))
+    remaining = remaining_s(table.jobs_matrix(rows, width, table.job_predicted),
+                            table.jobs_matrix(rows, width, table.job_started), snapshot.now)
+    mib_held = table.jobs_matrix(rows, width, table.job_mib)
+    taken = np.zeros(len(rows), dtype=bool)
     for waiter in due[:max_holds]:
-        best: tuple[float, float, tuple[str, int], int, float] | None = None
-        for node in snapshot.nodes.values():
-            gpus = node.gpus
-            if gpus is None or not node.gpu_states or type_of(gpus) not in waiter.needs:
-                continue
-            mib, seconds = waiter.needs[type_of(gpus)]
-            limit = limits.for_node(gpus)
-            for gpu in node.gpu_states:
-                if (node.name, gpu.index) in holds:
-                    continue
-                wait = wait_until_fits_s(gpu, mib, limit, snapshot.now, alpha)
-                if wait < math.inf and (best is None or (wait, seconds) < best[:2]):
-                    best = (wait, seconds, (node.name, gpu.index), limit, mib)
-        if best is not None:
-            wait, _, gpu_key, limit, mib = best
-            holds[gpu_key] = Hold(waiter.uid, mib, wait, snapshot.now, alpha, limit)
+        mib = np.full(len(table.layouts), np.nan)
+        seconds = np.full(len(table.layouts), np.nan)
+        limit = np.zeros(len(table.layouts), dtype=np.int64)
+        for i, gpus in enumerate(table.layouts):
+            if gpus is not None and type_of(gpus) in waiter.needs:
+                mib[i], seconds[i] = waiter.needs[type_of(gpus)]
+                limit[i] = limits.for_node(gpus)
+        candidate = ~np.isnan(mib[table.gpu_layout]) & ~taken
+        if not candidate.any():
+            continue
+        row_mib, row_limit = mib[table.gpu_layout], limit[table.gpu_layout]
+        wait = np.full(len(rows), np.inf)
+        wait[candidate] = waits_until_fit_s(
+            remaining[candidate], mib_held[candidate], table.gpu_jobs[candidate],
+            table.gpu_free[candidate], table.gpu_capacity[candidate], row_mib[candidate],
+            row_limit[candidate], alpha)
+        soonest = wait.min()
+        if not soonest < math.inf:
+            continue
+        row_seconds = seconds[table.gpu_layout]
+        tied = wait == soonest
+        row = int(np.flatnonzero(tied & (row_seconds == row_seconds[tied].min()))[0])
+        taken[row] = True
+        node = table.names[int(table.gpu_node[row])]
+        holds[node, int(table.gpu_index[row])] = Hold(waiter.uid, float(row_mib[row]),
+                                                       float(soonest), snapshot.now, alpha,
+                                                       int(row_limit[row]))
     return holds
 
 

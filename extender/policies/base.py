@@ -8,8 +8,15 @@ nodes tied for the soonest only the tightest fit keeps 1, so the choice is
 ours rather than kube-scheduler's coin toss and the larger holes stay for
 larger jobs (as kube-scheduler's MostAllocated or Volcano's binpack).
 
+Prioritize prices thousands of GPUs per request, so a policy also prices them
+at once (`costs_s`: one row per GPU, its jobs' remaining seconds as columns), and
+`score_array` scores nodes as arrays; each gives exactly what the per-GPU and
+per-node methods give.
+
 Adding a policy: one module with a `ScoringPolicy` subclass, one line in the
-registry (`extender/policies/__init__.py`), its own tests.
+registry (`extender/policies/__init__.py`), its own tests. Its `cost_s` may read
+only the remaining seconds of the jobs on the GPU (what `costs_s` hands it), or it
+overrides `costs_s` too.
 """
 
 from __future__ import annotations
@@ -19,7 +26,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
-from extender.model import GpuState
+import numpy as np
+
+from extender.model import GpuState, QueuedJob
 
 TIED_SCORE = 0.9  # as soon as the best node but a looser fit: below it on every wire's scale
 
@@ -63,17 +72,41 @@ class ScoringPolicy(ABC):
             raise ValueError("no GPU to cost")
         return best
 
+    def costs_s(self, remaining: np.ndarray, work_s: np.ndarray) -> np.ndarray:
+        """`cost_s` for many GPUs: row i is a GPU whose jobs have `remaining[i]` seconds of
+        work left (queue order; 0 pads a shorter row), priced for a job of `work_s[i]`.
+
+        This default asks `cost_s` GPU by GPU; the registered policies override it with
+        the same arithmetic in numpy (`extender.policies.timeline_arrays`)."""
+        costs = np.empty(len(remaining))
+        for i, (row, work) in enumerate(zip(remaining.tolist(), work_s.tolist(), strict=True)):
+            jobs = tuple(QueuedJob("", 0.0, left) for left in row if left > 0)
+            costs[i] = self.cost_s(GpuState("", 0, 0, jobs), work, 0.0)
+        return costs
+
     def scores(self, placements: Mapping[str, Placement]) -> dict[str, float]:
         """Scores in [0, 1] for the nodes that can take the job (see the module docstring)."""
         if not placements:
             return {}
-        soonest = min(p.cost_s for p in placements.values())
-        scores = {name: 1.0 if p.cost_s <= 0 else min(1.0, soonest / p.cost_s)
-                  for name, p in placements.items()}  # fmt: skip
-        tied = [name for name, p in placements.items() if p.cost_s <= soonest * (1 + 1e-9)]
+        costs = np.array([p.cost_s for p in placements.values()], dtype=float)
+        lefts = np.array([p.left_mib for p in placements.values()], dtype=float)
+        return dict(zip(placements, self.score_array(costs, lefts).tolist(), strict=True))
+
+    def score_array(self, cost_s: np.ndarray, left_mib: np.ndarray) -> np.ndarray:
+        """Scores in [0, 1] of placements given as arrays (nodes in order): the soonest 1,
+        the others soonest / own, and among the nodes tied for the soonest only the first
+        tightest fit keeps its score, the others at most `TIED_SCORE`."""
+        if not len(cost_s):
+            return np.zeros(0)
+        soonest = float(cost_s.min())
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = soonest / cost_s
+        ratio = np.where(ratio < 1.0, ratio, 1.0)  # min(1.0, x), as Python's min takes it
+        scores = np.where(cost_s <= 0, 1.0, ratio)
+        tied = np.flatnonzero(cost_s <= soonest * (1 + 1e-9))
         if len(tied) > 1:
-            keep = min(tied, key=lambda name: placements[name].left_mib)  # first among equals
-            for name in tied:
-                if name != keep:
-                    scores[name] = min(scores[name], TIED_SCORE)
+            keep = tied[int(np.argmin(left_mib[tied]))]  # the first among equals
+            kept = scores[keep]
+            scores[tied] = np.where(scores[tied] < TIED_SCORE, scores[tied], TIED_SCORE)
+            scores[keep] = kept
         return scores

@@ -11,9 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
+
 from extender.model import GpuState
 from extender.policies.base import ScoringPolicy
 from extender.policies.timeline import remaining_s
+from extender.policies.timeline_arrays import paper_costs_s
 
 
 @dataclass(frozen=True)
@@ -22,3 +25,6 @@ class Paper(ScoringPolicy):
 
     def cost_s(self, gpu: GpuState, work_s: float, now: float) -> float:
         return sum(remaining_s(job, now) for job in gpu.jobs) + work_s
+
+    def costs_s(self, remaining: np.ndarray, work_s: np.ndarray) -> np.ndarray:
+        return paper_costs_s(remaining, work_s)

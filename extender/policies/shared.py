@@ -10,9 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
+
 from extender.model import GpuState
 from extender.policies.base import ScoringPolicy
 from extender.policies.timeline import remaining_s, shared_completion_s
+from extender.policies.timeline_arrays import shared_completions_s
 
 
 @dataclass(frozen=True)
@@ -21,3 +24,6 @@ class Shared(ScoringPolicy):
 
     def cost_s(self, gpu: GpuState, work_s: float, now: float) -> float:
         return shared_completion_s(work_s, [remaining_s(j, now) for j in gpu.jobs], self.alpha)
+
+    def costs_s(self, remaining: np.ndarray, work_s: np.ndarray) -> np.ndarray:
+        return shared_completions_s(remaining, work_s, self.alpha)
