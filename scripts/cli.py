@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fit-interference": ("scripts.fit_interference", "fit the collocation slowdown"),
     "bench": ("scripts.bench_extender", "extender latency against a no-op extender"),
     "chaos": ("scripts.chaos", "fault, race and fuzz scenarios on real processes"),
+    "llm-memory": ("scripts.llm_memory", "LLM memory estimates against published measurements"),
 }
 
 
