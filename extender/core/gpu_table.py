@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from extender.model import NodeGpus, NodeState
+from extender.model import GpuState, NodeGpus, NodeState, QueuedJob
 
 IntArray = np.ndarray
 FloatArray = np.ndarray
@@ -34,18 +34,22 @@ class GpuTable(Mapping[str, NodeState]):
     a node without one), `node_start`, `node_rows` (its GPU rows). Per GPU row:
     `gpu_node` (node position), `gpu_index`, `gpu_capacity`, `gpu_free` (MiB, as
     `GpuState.free_mib`), `gpu_jobs`, `job_start` (into `job_mib`, `job_predicted`,
-    `job_started`, which may hold other rows' jobs too)."""
+    `job_started`, which may hold other rows' jobs too).
+
+    A `NodeState` comes from `state_of` when given, else is rebuilt from the rows and
+    the jobs' `job_uid` and `job_expires`."""
 
     def __init__(self, names: Sequence[str], layouts: Sequence[NodeGpus | None],
                  node_layout: IntArray, node_rows: IntArray, gpu_index: IntArray,
                  gpu_capacity: FloatArray, gpu_free: FloatArray, gpu_jobs: IntArray,
                  job_start: IntArray, job_mib: FloatArray, job_predicted: FloatArray,
-                 job_started: FloatArray, state_of: Callable[[str], NodeState]) -> None:
+                 job_started: FloatArray, state_of: Callable[[str], NodeState] | None = None,
+                 job_uid: Sequence[str] = (), job_expires: FloatArray | None = None) -> None:
         self.names = list(names)
         self.layouts = list(layouts)
         self.node_layout = node_layout
         self.node_rows = node_rows
-        self.node_start = np.concatenate(([0], np.cumsum(node_rows)[:-1])).astype(np.int64)
+        self.node_start = np.cumsum(node_rows, dtype=np.int64) - node_rows
         self.gpu_node = np.repeat(np.arange(len(self.names)), node_rows)
         self.gpu_index = gpu_index
         self.gpu_capacity = gpu_capacity
@@ -61,7 +65,10 @@ class GpuTable(Mapping[str, NodeState]):
         self.seg_starts = self.node_start[has_rows]
         self.gpu_seg = np.repeat(np.arange(len(self.seg_nodes)), node_rows[has_rows])
         self.memo: dict[Any, Any] = {}
-        self._state_of = state_of
+        self._state_of = state_of or self._rebuilt
+        self._job_uid = job_uid
+        self._job_expires = job_expires
+        self._states: dict[str, NodeState] = {}
         self._positions: dict[str, int] | None = None
         self._names_array: np.ndarray | None = None
 
@@ -128,6 +135,24 @@ class GpuTable(Mapping[str, NodeState]):
 
     def layout_of(self, position: int) -> NodeGpus | None:
         return self.layouts[int(self.node_layout[position])]
+
+    def _rebuilt(self, name: str) -> NodeState:
+        """The node's state from the rows (kept: asked again for the same node)."""
+        state = self._states.get(name)
+        if state is None:
+            position = self.positions[name]
+            start = int(self.node_start[position])
+            gpus = []
+            for row in range(start, start + int(self.node_rows[position])):
+                first, count = int(self.job_start[row]), int(self.gpu_jobs[row])
+                jobs = tuple(QueuedJob(self._job_uid[j], float(self.job_mib[j]),
+                                       float(self.job_predicted[j]), float(self.job_started[j]),
+                                       float(self._job_expires[j]))  # type: ignore[index]
+                             for j in range(first, first + count))
+                gpus.append(GpuState(name, int(self.gpu_index[row]),
+                                     int(self.gpu_capacity[row]), jobs))
+            state = self._states[name] = NodeState(name, self.layout_of(position), tuple(gpus))
+        return state
 
     def jobs_matrix(self, rows: IntArray, width: int, values: FloatArray) -> FloatArray:
         """`values` (a job array) of the first `width` jobs of each GPU row in `rows`, one

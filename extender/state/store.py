@@ -63,7 +63,8 @@ import redis
 
 from extender.errors import Conflict, StoreUnavailable
 from extender.model import (
-    ClusterSnapshot, Decision, FilterRecord, JobRecord, NodeGpus, PodDemand, Reservation, Waiter,
+    ClusterSnapshot, Decision, FilterRecord, JobRecord, NodeGpus, NodeState, PodDemand,
+    Reservation, Waiter,
 )  # fmt: skip
 from extender.state import lua
 from extender.state.records import (
@@ -148,11 +149,15 @@ class RedisStore:
             nodes_rev, waiting, floors = self._sync_mirror()
             watches = vet is not None or None in nodes.values()
             watched = self._layouts(nodes_rev) if watches else {}
-            layouts = {name: vet(layout, watched.get(name)) if vet is not None
-                       else layout or watched.get(name) for name, layout in nodes.items()}
             mirror = self._mirror
-            states = {name: mirror.node_state(name, layout, now)
-                      for name, layout in layouts.items()}  # fmt: skip
+            states: Mapping[str, NodeState]
+            if vet is None and nodes and not any(nodes.values()):  # names only: arrays
+                states = mirror.table(tuple(nodes), watched, now)
+            else:
+                layouts = {name: vet(layout, watched.get(name)) if vet is not None
+                           else layout or watched.get(name) for name, layout in nodes.items()}
+                states = {name: mirror.node_state(name, layout, now)
+                          for name, layout in layouts.items()}  # fmt: skip
         return ClusterSnapshot(now=now, nodes=states, waiting=live_waiters(waiting, now),
                                floors=floors_from_pairs(floors))
 
