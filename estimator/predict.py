@@ -92,14 +92,19 @@ class _Predictor:
     def seen(self, gpu: str) -> bool:
         return gpu in self.meta["seen_gpus"]
 
-    def family_seen(self, family: str) -> bool:
-        """Artefacts trained before families were recorded count every family as seen."""
-        return "seen_families" not in self.meta or family in self.meta["seen_families"]
+    def family_seen(self, family: str, table: FeatureTable) -> bool:
+        """Artefacts that do not list their families have them from their models'."""
+        families = self.meta.get("seen_families") or {
+            table.family(m) for m in self.meta.get("models", ())}
+        return family in families
 
     def pad(self, gpu_seen: bool, family_seen: bool) -> float:
+        """Seen: the leave-one-model-out pad; an unseen GPU type or family: its own pad
+        (artefacts without a family pad use the largest they have)."""
         pad = float(self.meta["pad_seen" if gpu_seen else "pad_unseen_gpu"])
         if not family_seen:
-            pad = max(pad, float(self.meta.get("pad_unseen_family", pad)))
+            fallback = max(pad, float(self.meta["pad_unseen_gpu"]))
+            pad = max(pad, float(self.meta.get("pad_unseen_family", fallback)))
         return pad
 
 
@@ -209,7 +214,7 @@ class Estimator:
         seen = [memory.seen(g) for g in self._gpus]
         out = []
         for j, job in enumerate(features):
-            family = memory.family_seen(job.family)
+            family = memory.family_seen(job.family, self.table)
             out.append({name: Figures(float(mem[j, i]), memory.pad(seen[i], family),
                                       float(unit_s[j, i]), seen[i], family)
                         for i, name in enumerate(self._gpus)})

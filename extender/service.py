@@ -26,7 +26,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 
-from estimator.errors import EstimatorError
+from estimator.errors import EstimatorError, UnknownModel
 from estimator.predict import Estimator
 from extender.cluster.binders import RECORD_ONLY, BindTarget, PodReader
 from extender.core import binding, decisions, filtering, prioritizing
@@ -36,8 +36,9 @@ from extender.errors import Conflict, StoreUnavailable
 from extender.model import (
     Decision, FilterRecord, Need, NodeGpus, PodDemand, PodInfo, Reservation,
 )  # fmt: skip
+from extender.registry import ModelRegistry
 from extender.settings import Settings
-from extender.sizing import Sizer, check_fits_somewhere
+from extender.sizing import Sizer, check_fits_somewhere, unknown_model_reason
 from extender.state.store import KUBE_BIND, VOLCANO_ALLOCATE, RedisStore
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,7 @@ class Scheduler:
         self.store = store
         self.estimator = estimator
         self.sizer = Sizer(estimator, settings.declared_default_s)
+        self.registry = ModelRegistry(store, estimator)
         self.binder = binder
         self.clock = clock
         # A binder that reads pods (the API server's) lets bind check the pod first.
@@ -187,4 +189,11 @@ class Scheduler:
         owner_s = None
         if not demand.model and not demand.expected_s and demand.owner:
             owner_s = self.store.owner_seconds(f"{demand.namespace}/{demand.owner}")
-        return self.sizer.needs(demand, layouts, floors, owner_s)
+        layouts = list(layouts)
+        self.registry.sync()
+        try:
+            return self.sizer.needs(demand, layouts, floors, owner_s)
+        except UnknownModel as exc:
+            if not self.registry.knows(demand.model):
+                raise UnknownModel(unknown_model_reason(demand.model)) from exc
+            return self.sizer.needs(demand, layouts, floors, owner_s)

@@ -110,3 +110,10 @@ def check_fits_somewhere(demand: PodDemand, needs: Mapping[str, Need],
     raise TooLarge(f"{what} needs {need.padded_mib:.0f} MiB{padded}{per_gpu}, more than the "
                    f"{size} MiB of the largest GPU among these nodes ({largest}): "
                    f"{need.padded_mib - size:.0f} MiB short")
+
+
+def unknown_model_reason(model: str) -> str:
+    return (f"unknown model {model!r}: register it (schedtune models add {model} with "
+            "--torchvision ARCH, --entry-point package.module:factory --input SPEC, or "
+            "--transformer-config config.json) or declare the GPU memory the pod needs "
+            "(schedtune.io/gpu-memory: MiB per GPU)")

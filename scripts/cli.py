@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "monitor": ("extender.cluster.monitor", "follow pod lifecycles through the Kubernetes API"),
     "node-watch": ("extender.cluster.node_watch", "keep node GPU layouts in Redis from the API"),
     "queues": ("scripts.queues", "show the GPU queues and the waiting pods"),
+    "models": ("scripts.models", "register users' models with every extender replica"),
     "replay": ("scripts.replay", "replay a workload through the extender against baselines"),
     "train": ("scripts.train", "fit the estimator's artefacts (profiles/models)"),
     "evaluate": ("scripts.evaluate", "held-out accuracy of every estimator design"),

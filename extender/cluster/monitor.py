@@ -57,6 +57,7 @@ from extender.model import (
     GPU, PREDICTED_S, REQUEUED_AT, RESERVED_MIB, SIGNATURE, Decision, JobRecord, NodeState,
     PodDemand, PodInfo, job_type, type_of,
 )  # fmt: skip
+from extender.registry import ModelRegistry
 from extender.settings import Settings
 from extender.sizing import Sizer
 from extender.state.store import RedisStore
@@ -84,6 +85,7 @@ class Monitor:
         self.settings = settings or Settings()
         self.sizer = None if estimator is None else Sizer(estimator,
                                                           self.settings.declared_default_s)
+        self.registry = None if estimator is None else ModelRegistry(store, estimator)
 
     def on_event(self, kind: str, pod: Mapping[str, Any]) -> None:
         """Apply one pod's state. A pod that cannot be applied is logged and counted
@@ -320,6 +322,9 @@ class Monitor:
             log.warning("cannot account a bound pod: no estimator", extra={"pod_uid": demand.uid})
             return None
         try:
+            if self.registry is not None and demand.model:
+                self.registry.sync()
+                self.registry.knows(demand.model)  # registered since the last check
             need = self.sizer.needs(demand, [node.gpus], floors)[type_of(node.gpus)]
         except EstimatorError as exc:
             log.warning("cannot estimate a bound pod", extra={"pod_uid": demand.uid,

@@ -37,6 +37,9 @@ Key layout (human readable; every key is built by the helpers below):
                                     (consumer group `event-posters`: the monitors)
     st:floors               hash    job type (model|task|batch|GPU type) -> the least MiB it
                                     may reserve after an OOM kill of it (only ever raised)
+    st:models               hash    model name -> JSON entry of a model users registered
+                                    (`estimator.registered`: features or a transformer
+                                    configuration); st:models:rev bumped on every change
     st:owner-runs           hash    {namespace}/{kind}/{name}|runs and |seconds: finished runs
                                     of a controller's declared-memory pods (their mean times
                                     its next pod when that declares no time)
@@ -88,6 +91,8 @@ POSTERS_GROUP = "event-posters"  # the monitors' consumer group on the decision 
 DECISIONS_MAXLEN = 2_000
 FLOORS_KEY = "st:floors"
 OWNER_RUNS_KEY = "st:owner-runs"
+MODELS_KEY = "st:models"
+MODELS_REV_KEY = "st:models:rev"
 LayoutRule = Callable[[NodeGpus | None, NodeGpus | None], NodeGpus | None]
 KUBE_BIND = "kube"  # a reservation's source: kube-scheduler's bind verb
 VOLCANO_ALLOCATE = "volcano"  # Volcano's allocate event (only its deallocate may drop it)
@@ -185,6 +190,35 @@ class RedisStore:
         """Let the job type reserve at least `mib` from now on (a floor only rises);
         returns the floor in force."""
         return float(self._call(self._raise_floor, keys=[FLOORS_KEY], args=[job_type, mib]))
+
+    def publish_model(self, name: str, entry: bytes) -> None:
+        """Register (or replace) a model for every replica: one transaction."""
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.hset(MODELS_KEY, name, entry)
+        pipe.incr(MODELS_REV_KEY)
+        self._call(pipe.execute)
+
+    def remove_model(self, name: str) -> bool:
+        """Unregister a model; False when it was not registered."""
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.hdel(MODELS_KEY, name)
+        pipe.incr(MODELS_REV_KEY)
+        removed, _ = self._call(pipe.execute)
+        return bool(removed)
+
+    def registered_model(self, name: str) -> str | None:
+        return self._call(self._redis.hget, MODELS_KEY, name)
+
+    def registered_models(self) -> tuple[str, dict[str, str]]:
+        """(rev, name -> entry) read together."""
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.get(MODELS_REV_KEY)
+        pipe.hgetall(MODELS_KEY)
+        rev, entries = self._call(pipe.execute)
+        return rev or "0", entries
+
+    def models_rev(self) -> str:
+        return self._call(self._redis.get, MODELS_REV_KEY) or "0"
 
     def record_owner_run(self, owner: str, seconds: float) -> None:
         """Count a finished run of `owner`'s pods (namespace/kind/name) and its seconds."""

@@ -106,7 +106,7 @@ def test_unannotated_pods_pass_through_without_redis(client, redis_client) -> No
     ({"batch": "1000000000000"}, "1..4096"),
     ({"task": "finetune"}, "train, inference"),
     ({"epochs": "zero"}, "schedtune.io/epochs"),
-    ({"model": "no-such-net"}, "schedtune features"),
+    ({"model": "no-such-net"}, "schedtune models add no-such-net"),
 ])
 def test_malformed_annotations_leave_the_pod_pending_with_a_reason(client, redis_client,
                                                                    annotations, needle) -> None:

@@ -1,0 +1,158 @@
+"""Register users' models with every extender replica at once (no restart, no rebuild).
+
+    schedtune models add convnext-s --torchvision convnext_small
+    schedtune models add mynet --entry-point mynet.model:build --path ./src \\
+        --input image:3x256x256 --family mynet
+    schedtune models add my-llm --transformer-config ./config.json
+    schedtune models load profiles/registered/*.json   # publish exported entries again
+    schedtune models list
+    schedtune models show mynet
+    schedtune models remove mynet
+
+`add` builds the model offline (torch; nothing downloaded), computes its features
+for the usual batch sizes, publishes them to Redis (REDIS_URL, else the embedded
+server of `schedtune serve` in EXTENDER_STATE_DIR) and exports the entry to
+`--export` (default ./profiles/registered) for version control. A pod then names it
+in schedtune.io/model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from estimator.errors import EstimatorError
+from estimator.registered import RegisteredModel
+from extender.errors import StoreUnavailable
+from extender.settings import Settings, SettingsError
+from extender.state.embedded_redis import open_store
+from extender.state.store import RedisStore
+
+EXPORT_DIR = Path("profiles") / "registered"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    verbs = parser.add_subparsers(dest="verb", required=True)
+    add = verbs.add_parser("add", help="build a model, compute its features, publish it")
+    add.add_argument("name", help="what pods will put in schedtune.io/model")
+    source = add.add_mutually_exclusive_group(required=True)
+    source.add_argument("--torchvision", metavar="ARCH", help="a torchvision architecture")
+    source.add_argument("--entry-point", metavar="MODULE:FACTORY",
+                        help="a function in your code returning an nn.Module")
+    source.add_argument("--transformer-config", metavar="FILE", type=Path,
+                        help="a transformer's config.json (Hugging Face keys or ours)")
+    add.add_argument("--path", type=Path, help="directory to import --entry-point from")
+    add.add_argument("--input", default="image:3x224x224",
+                     help="the entry point's input: image:CxHxW or tokens:SEQ_LEN:VOCAB")
+    add.add_argument("--classes", type=int, default=1000, help="outputs the loss expects")
+    add.add_argument("--family", help="architecture family (default: a family of its own)")
+    add.add_argument("--export", type=Path, default=EXPORT_DIR,
+                     help=f"directory for the entry's JSON (default {EXPORT_DIR})")
+    add.add_argument("--no-export", action="store_true")
+    load = verbs.add_parser("load", help="publish exported entries (no torch)")
+    load.add_argument("files", nargs="+", type=Path)
+    verbs.add_parser("list", help="registered models").add_argument("--json", action="store_true")
+    show = verbs.add_parser("show", help="one model's entry")
+    show.add_argument("name")
+    verbs.add_parser("remove", help="unregister a model").add_argument("name")
+    args = parser.parse_args(argv)
+    try:
+        store = open_store(Settings.from_env(os.environ))
+        return VERBS[args.verb](args, store)
+    except (EstimatorError, SettingsError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except StoreUnavailable as exc:
+        print(f"error: Redis unavailable: {exc}", file=sys.stderr)
+        return 3
+
+
+def _add(args: argparse.Namespace, store: RedisStore) -> int:
+    from estimator import registering  # noqa: PLC0415  (torch, offline)
+
+    if args.transformer_config is not None:
+        config = json.loads(args.transformer_config.read_text())
+        entry = registering.transformer_entry(args.name, config, str(args.transformer_config),
+                                              args.family)
+    else:
+        if args.torchvision:
+            spec, kind, source = (registering.torchvision_spec(args.name, args.torchvision,
+                                                               args.family),
+                                  "torchvision", args.torchvision)
+        else:
+            spec, kind, source = (registering.entry_point_spec(
+                args.name, args.entry_point, args.input, args.family, args.classes, args.path),
+                "entry-point", args.entry_point)
+        entry = registering.compute(spec, kind, source)
+    _publish(store, entry)
+    if not args.no_export:
+        args.export.mkdir(parents=True, exist_ok=True)
+        path = args.export / f"{entry.name}.json"
+        path.write_bytes(entry.to_json() + b"\n")
+        print(f"exported {path}")
+    return 0
+
+
+def _load(args: argparse.Namespace, store: RedisStore) -> int:
+    entries = [RegisteredModel.from_json(path.read_bytes()) for path in args.files]
+    for entry in entries:  # all read and checked before any is published
+        _publish(store, entry)
+    return 0
+
+
+def _publish(store: RedisStore, entry: RegisteredModel) -> None:
+    from estimator.feature_table import FeatureTable  # noqa: PLC0415
+
+    if entry.name in FeatureTable.load().models:
+        raise EstimatorError(f"{entry.name!r} is a built-in model; register under another name")
+    store.publish_model(entry.name, entry.to_json())
+    print(f"registered {entry.name} ({entry.kind}, family {entry.family}): every extender "
+          "replica estimates it from its next request")
+
+
+def _list(args: argparse.Namespace, store: RedisStore) -> int:
+    _, entries = store.registered_models()
+    rows = []
+    for name in sorted(entries):
+        try:
+            entry = RegisteredModel.from_json(entries[name])
+            rows.append({"name": name, "kind": entry.kind, "family": entry.family,
+                         "source": entry.source})
+        except EstimatorError as exc:
+            rows.append({"name": name, "error": str(exc)})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        for row in rows:
+            print(f"{row['name']:<32} " + (f"UNUSABLE: {row['error']}" if "error" in row else
+                                           f"{row['kind']:<12} {row['family']:<24} {row['source']}"))
+        if not rows:
+            print("no registered models")
+    return 0
+
+
+def _show(args: argparse.Namespace, store: RedisStore) -> int:
+    raw = store.registered_model(args.name)
+    if raw is None:
+        print(f"error: {args.name!r} is not registered", file=sys.stderr)
+        return 1
+    print(RegisteredModel.from_json(raw).to_json().decode())
+    return 0
+
+
+def _remove(args: argparse.Namespace, store: RedisStore) -> int:
+    if not store.remove_model(args.name):
+        print(f"error: {args.name!r} is not registered", file=sys.stderr)
+        return 1
+    print(f"removed {args.name}: pods naming it are refused from the next request")
+    return 0
+
+
+VERBS = {"add": _add, "load": _load, "list": _list, "show": _show, "remove": _remove}
+
+if __name__ == "__main__":
+    sys.exit(main())
