@@ -1,13 +1,16 @@
-"""Placement policies for the replay.
+"""The policies that decide through the extender over HTTP, as kube-scheduler calls it.
 
-* `WholeGpuPolicy("default")`: stock kube-scheduler with ``nvidia.com/gpu: 1`` per pod: no
-  sharing, least-allocated node first, blind to GPU type and memory.
-* `WholeGpuPolicy("gavel-like")`: whole GPUs, heterogeneity-aware: the free GPU type with
-  the best reference throughput for the job (Gavel's measured-throughput placement); a
-  type the reference profile says the job does not fit on has no throughput.
-* `ExtenderPolicy`: every decision made by the extender app over HTTP, as kube-scheduler
-  calls it (filter -> prioritize -> highest score -> bind, full `ExtenderArgs` bodies with
-  GFD-labelled nodes); the monitor is fed pod transitions as the API would feed it.
+`ExtenderPolicy`: filter -> prioritize -> highest score -> bind, as kube-scheduler does
+with ``nodeCacheCapable: true`` (k8s/scheduler-config.yaml): `ExtenderArgs` name the nodes
+the job's affinity allows, whose GFD-labelled layouts (time-slicing replicas = the node's
+collocation limit) are in Redis as the node watcher writes them. Trace pods carry
+``schedtune.io/gpu-memory`` (their declared MiB per GPU) and ``nvidia.com/gpu: k``. One app
+per estimator, all on one Redis (queues, waiting pods and OOM floors are shared state, as
+between replicas): a held-out world routes each job to the app whose artefacts never saw
+its model or family. The monitor is fed pod transitions as the API would feed it; an
+OOM-killed pod is reported Failed with an OOMKilled container, so the monitor raises the
+job type's floor, and its Job's next pod (new UID, same annotations) is decided afresh.
+The baselines that need no extender live in `replay.baselines`.
 """
 
 from __future__ import annotations
@@ -16,50 +19,29 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import requests
 from werkzeug.serving import make_server
 
+from estimator.predict import Estimator
 from extender.cluster.monitor import Monitor
+from extender.model import GPU_MEMORY, job_type
 from extender.settings import Settings
 from extender.state.store import RedisStore
 from extender.web.app import create_app
 from extender.wire.builders import gfd_node, pod_object
 from extender.wire.kube import encode_binding_args, encode_extender_args
-from replay.engine import Placement, SimNode, Simulator
+from extender.wire.objects import decode_node
+from replay.engine import Choice, Placement, SimNode, Simulator
 from replay.world import SimJob
 
 EPOCH = 1_800_000_000.0  # simulated t = 0, as a wall-clock instant
 logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log per request
-
-
-class WholeGpuPolicy:
-    def __init__(self, name: str, heterogeneity_aware: bool) -> None:
-        self.name = name
-        self.aware = heterogeneity_aware
-
-    def place(self, job: SimJob, now: float, sim: Simulator) -> tuple[str, int] | None:
-        best, best_key = None, None
-        for node in sim.nodes:
-            free = [i for i in range(node.count) if not sim.gpus[node.name, i]]
-            if not free:
-                continue
-            allocated = 1 - len(free) / node.count  # least-allocated spreading
-            if self.aware:
-                if sim.world.peak_mib(job, node.gpu_type) > node.memory_mib:
-                    continue  # no measured throughput: it does not run there
-                key = (sim.world.reference_s(job, node.gpu_type), allocated)
-            else:
-                key = (allocated, 0.0)
-            if best_key is None or key < best_key:
-                best, best_key = (node.name, free[0]), key
-        return best
-
-    def started(self, placement: Placement, now: float) -> None: ...
-
-    def ended(self, placement: Placement, now: float, oom: bool) -> None: ...
+# OOM kills are the replay's figures (the report lists them), not operator alerts.
+logging.getLogger("extender.cluster.monitor").setLevel(logging.CRITICAL)
 
 
 class SimClock:
@@ -72,8 +54,8 @@ class SimClock:
 
 def node_object(node: SimNode) -> dict[str, Any]:
     """A v1.Node as kube-scheduler sends it, with GPU Feature Discovery's labels: the GPUs
-    time-sliced four ways."""
-    return gfd_node(node.name, node.product, node.count, node.memory_mib, replicas=4,
+    time-sliced `node.slots` ways."""
+    return gfd_node(node.name, node.product, node.count, node.memory_mib, replicas=node.slots,
                     labels={"nvidia.com/gpu.sharing-strategy": "time-slicing"},
                     resources={"cpu": "32", "memory": "256Gi"})
 
@@ -83,79 +65,118 @@ def _iso(t: float) -> str:
 
 
 class ExtenderPolicy:
-    """One extender app served over HTTP on 127.0.0.1, its clock on simulated time."""
+    """Extender apps served over HTTP on 127.0.0.1, their clock on simulated time.
 
-    def __init__(self, name: str, nodes: list[SimNode], redis_url: str, **settings: Any) -> None:
+    `estimators`: one app per entry (None: one app loading the design `settings` names);
+    `route(job)` names the entry that decides for a job. `reserves` lists, per OOM kill,
+    what was reserved and the floor the monitor set after it."""
+
+    def __init__(self, name: str, nodes: list[SimNode], redis_url: str,
+                 estimators: Mapping[str, Estimator] | None = None,
+                 route: Callable[[SimJob], str] | None = None, **settings: Any) -> None:
         self.name = name
+        self.oracle = False
         self.clock = SimClock()
         self.store = RedisStore.from_url(redis_url)
         self.store.wipe()  # each policy starts from an empty state
         config = Settings(redis_url=redis_url, bind_mode="record", node_watch=False,
                           log_level="WARNING", **settings)
-        self.server = make_server("127.0.0.1", 0, create_app(config, clock=self.clock))
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self.servers, self.urls = [], {}
+        for key, estimator in (estimators or {"": None}).items():
+            server = make_server("127.0.0.1", 0,
+                                 create_app(config, clock=self.clock, estimator=estimator))
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            self.servers.append(server)
+            self.urls[key] = f"http://127.0.0.1:{server.server_port}"
+        self.route = route or (lambda job: next(iter(self.urls)))
         self.http = requests.Session()
         self.monitor = Monitor(self.store, clock=self.clock)
-        self.items = [node_object(n) for n in nodes]
+        for n in nodes:  # the node watcher's writes
+            self.store.put_node(*decode_node(node_object(n), "node"))
+        self.names = [n.name for n in nodes]
+        self.gpu_types = {n.name: n.gpu_type for n in nodes}
         self.run_id = uuid.uuid4().hex[:8]
-        self.pods: dict[int, dict[str, Any]] = {}
+        self.pods: dict[tuple[int, int], dict[str, Any]] = {}
+        self.reserves: list[dict[str, Any]] = []
         self.seconds = 0.0  # wall time spent deciding
 
     def close(self) -> None:
-        self.server.shutdown()
+        for server in self.servers:
+            server.shutdown()
+            server.server_close()
+        self.http.close()
 
-    def _post(self, verb: str, body: dict[str, Any]) -> Any:
-        response = self.http.post(f"{self.url}/{verb}", json=body, timeout=30)
+    def _post(self, url: str, verb: str, body: dict[str, Any]) -> Any:
+        response = self.http.post(f"{url}/{verb}", json=body, timeout=30)
         response.raise_for_status()
         return response.json()
 
     def _pod(self, job: SimJob) -> dict[str, Any]:
-        if job.id not in self.pods:
+        key = (job.id, job.attempt)
+        if key not in self.pods:
             train = job.task == "train"
-            self.pods[job.id] = pod_object(
-                f"job-{job.id}", "replay", f"{self.run_id}-{job.id:08d}", model=job.model,
-                task=job.task, batch=job.batch, epochs=job.units if train else None,
-                requests=None if train else job.units, scheduler_name="schedtune-scheduler",
-                created_at=_iso(job.arrival_s), phase="Pending")
-        return self.pods[job.id]
+            suffix = f"-{job.attempt}" if job.attempt else ""
+            name, uid = f"job-{job.id}{suffix}", f"{self.run_id}-{job.id:08d}-{job.attempt}"
+            common = {"scheduler_name": "schedtune-scheduler", "phase": "Pending",
+                      "created_at": _iso(job.arrival_s), "gpus": job.gpus}
+            if job.from_trace:  # its owner declares the memory; no model to estimate
+                self.pods[key] = pod_object(name, "replay", uid, **common, annotations={
+                    GPU_MEMORY: str(int(job.declared_mib))})
+            else:
+                self.pods[key] = pod_object(
+                    name, "replay", uid, model=job.model, task=job.task, batch=job.batch,
+                    epochs=job.units if train else None,
+                    requests=None if train else job.units, **common)
+        return self.pods[key]
 
-    def place(self, job: SimJob, now: float, sim: Simulator) -> tuple[str, int] | None:
+    def place(self, job: SimJob, now: float, sim: Simulator) -> Choice | None:
         started = time.perf_counter()
         self.clock.now = EPOCH + now
         pod = self._pod(job)
+        url = self.urls[self.route(job)]
+        allowed = [n for n in self.names if job.may_run_on(self.gpu_types[n])]
         try:
-            result = self._post("filter", encode_extender_args(pod, self.items))
+            result = self._post(url, "filter", encode_extender_args(pod, node_names=allowed))
             if result.get("Error"):
                 raise RuntimeError(f"filter error: {result['Error']}")
-            passing = (result.get("Nodes") or {}).get("items") or []
+            passing = result.get("NodeNames") or []
             if not passing:
                 return None
-            scores = self._post("prioritize", encode_extender_args(pod, passing))
+            scores = self._post(url, "prioritize", encode_extender_args(pod, node_names=passing))
             best = max(scores, key=lambda s: s["Score"])["Host"]  # first of the highest
-            bound = self._post("bind", encode_binding_args(pod, best))
+            bound = self._post(url, "bind", encode_binding_args(pod, best))
             if bound.get("Error"):
                 return None  # raced to full: retried on the next event, as kube-scheduler does
             record = self.store.job(pod["metadata"]["uid"])
             pod["spec"]["nodeName"] = best
-            return record.node, record.gpu_index
+            return record.node, tuple(getattr(record, "gpus", (record.gpu_index,)))
         finally:
             self.seconds += time.perf_counter() - started
 
     def started(self, placement: Placement, now: float) -> None:
         self.clock.now = EPOCH + now
-        pod = self.pods[placement.job.id]
+        pod = self.pods[placement.job.id, placement.job.attempt]
         pod["status"] = {"phase": "Running", "containerStatuses": [
             {"name": "main", "restartCount": 0, "state": {"running": {"startedAt": _iso(now)}}}]}
         self.monitor.on_event("MODIFIED", pod)
 
     def ended(self, placement: Placement, now: float, oom: bool) -> None:
         self.clock.now = EPOCH + now
-        pod = self.pods[placement.job.id]
+        job = placement.job
+        pod = self.pods.pop((job.id, job.attempt))
+        uid = pod["metadata"]["uid"]
+        record = self.store.job(uid) if oom else None
         began = pod["status"]["containerStatuses"][0]["state"]["running"]["startedAt"]
         terminated = {"exitCode": 137 if oom else 0, "reason": "OOMKilled" if oom else "Completed",
                       "startedAt": began, "finishedAt": _iso(now),
-                      "containerID": f"containerd://{pod['metadata']['uid']}"}
+                      "containerID": f"containerd://{uid}"}
         pod["status"] = {"phase": "Failed" if oom else "Succeeded", "containerStatuses": [
             {"name": "main", "restartCount": 0, "state": {"terminated": terminated}}]}
         self.monitor.on_event("MODIFIED", pod)
+        if oom:
+            kind = job_type(job.model, job.task, job.batch, self.gpu_types[placement.node])
+            self.reserves.append({
+                "job_type": kind, "job": job.id, "attempt": job.attempt,
+                "reserved_mib": round(record.reserved_mib, 1) if record else None,
+                "true_mib": round(placement.true_mib, 1),
+                "floor_after_mib": self.store.floors().get(kind)})

@@ -1,50 +1,130 @@
-"""A replay's report for people: the text table with comparisons to the default policy,
-and PNG figures (memory utilisation over time, JCT CDF, makespan). matplotlib is
-imported only when figures are asked for."""
+"""A replay's report for people: the header of what was assumed, the table of one
+replay with comparisons to the default policy, the summary of many orders, and PNG
+figures. matplotlib is imported only when figures are asked for."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from replay.runner import Run
 
+SUMMARY_FIGURES = (("makespan_s", "makespan", "{:.0f}"), ("avg_jct_s", "avg JCT", "{:.0f}"),
+                   ("p95_jct_s", "p95 JCT", "{:.0f}"), ("mem_util", "mem util", "{:.3f}"),
+                   ("oom_count", "OOM", "{:.0f}"))
+
+
+def header(report: dict) -> list[str]:
+    """What the numbers assume: workload, cluster, world, law, limits, retries, oracles."""
+    cluster = report["cluster"]
+    limits = ", ".join(f"{t} {n}" for t, n in cluster.get("collocation_limits", {}).items())
+    lines = [f"workload {report['workload']}: {report['jobs']} jobs on {cluster['gpus']} GPUs "
+             f"({', '.join(cluster['types'])}); pods per GPU at most: {limits}",
+             f"world: {report['world']}"]
+    if report.get("perturbation"):
+        lines.append(f"perturbation: {report['perturbation']}")
+    lines.append(f"collocation law: {report['interference']}")
+    lines.append(f"start-up {report['startup_s']:g} s; " + "; ".join(report.get("assumptions", [])))
+    if report.get("oracles"):
+        lines.append(f"oracles (read the world's truth): {', '.join(report['oracles'])}")
+    return lines
+
 
 def render(report: dict) -> str:
-    """The report as the CLI prints it without --json."""
-    lines = [f"workload {report['workload']}: {report['jobs']} jobs on {report['cluster']['gpus']} "
-             f"GPUs ({', '.join(report['cluster']['types'])})",
-             f"world: {report['world']}; start-up {report['startup_s']:g} s; "
-             f"collocation slowdown alpha {report['alpha']}", ""]
-    head = f"{'policy':>16} {'makespan':>10} {'avg JCT':>9} {'p95 JCT':>9} {'queue':>8} " \
-           f"{'mem util':>8} {'OOM':>4} {'unsched':>7} {'dec/s':>7}"
-    lines.append(head)
+    """One replay as the CLI prints it without --json ("arrival": share of jobs placed the
+    instant they arrived; "*": an oracle)."""
+    lines = [*header(report), ""]
+    lines.append(f"{'policy':>17} {'makespan':>9} {'avg JCT':>8} {'p95 JCT':>8} {'queue':>7} "
+                 f"{'mem util':>8} {'OOM':>4} {'retry':>5} {'failed':>6} {'unsched':>7} "
+                 f"{'arrival':>7} {'dec/s':>6}")
     base = report["policies"].get("default")
     for name, r in report["policies"].items():
-        lines.append(f"{name:>16} {r['makespan_s']:>10.0f} {r['avg_jct_s'] or 0:>9.1f} "
-                     f"{r['p95_jct_s'] or 0:>9.1f} {r['avg_queue_s'] or 0:>8.1f} "
-                     f"{r['mem_util']:>8.3f} {r['oom_count']:>4} {r['unscheduled']:>7} "
-                     f"{r['decisions_per_s'] or 0:>7.0f}")
-    if base:
+        label = f"{name}{'*' if r.get('oracle') else ''}"
+        lines.append(f"{label:>17} {r['makespan_s']:>9.0f} {r['avg_jct_s'] or 0:>8.1f} "
+                     f"{r['p95_jct_s'] or 0:>8.1f} {r['avg_queue_s'] or 0:>7.1f} "
+                     f"{r['mem_util']:>8.3f} {r['oom_count']:>4} {r.get('retries', 0):>5} "
+                     f"{r.get('failed', 0):>6} {r['unscheduled']:>7} "
+                     f"{r.get('placed_on_arrival') or 0:>7.3f} {r['decisions_per_s'] or 0:>6.0f}")
+    if base and base["makespan_s"] and base["mem_util"] and base["avg_jct_s"]:
         lines.append("")
         for name, r in report["policies"].items():
-            if name != "default" and base["makespan_s"] and base["mem_util"]:
+            if name != "default" and r["avg_jct_s"]:
                 change = 100 * (r["makespan_s"] / base["makespan_s"] - 1)
                 lines.append(f"{name} vs default: makespan {change:+.1f} %, "
                              f"avg JCT {base['avg_jct_s'] / r['avg_jct_s']:.2f}x lower, "
                              f"memory utilisation {r['mem_util'] / base['mem_util']:.2f}x")
+    reserves = [(n, e) for n, r in report["policies"].items() for e in r.get("oom_reserves", [])]
+    if reserves:
+        lines.append("")
+        lines.append("OOM kills of the extender policies: reserved -> floor after (true peak)")
+        for name, e in reserves:
+            lines.append(f"  {name}: {e['job_type']} attempt {e['attempt']}: "
+                         f"{e['reserved_mib']} -> {e['floor_after_mib']} MiB ({e['true_mib']})")
     return "\n".join(lines)
 
 
-def plot(directory: Path, runs: Mapping[str, Run]) -> list[Path]:
-    """Write the figures of `runs` (by policy name) under `directory`; their paths."""
+def render_summary(report: dict) -> str:
+    """Many orders: per policy the median [p10, p90] and worst of each figure, then the
+    reference policy's wins and losses against each other."""
+    lines = [*header(report), f"orders: {report['orders']}", ""]
+    head = f"{'policy':>17}" + "".join(f" {title:>26}" for _, title, _ in SUMMARY_FIGURES)
+    lines.append(head)
+    lines.append(f"{'':>17}" + "".join(f" {'median [p10, p90] worst':>26}"
+                                       for _ in SUMMARY_FIGURES))
+    for name, figures in report["summary"].items():
+        label = f"{name}{'*' if name in report.get('oracles', []) else ''}"
+        cells = []
+        for key, _, fmt in SUMMARY_FIGURES:
+            s = figures.get(key)
+            cells.append(f"{fmt.format(s['median'])} [{fmt.format(s['p10'])}, "
+                         f"{fmt.format(s['p90'])}] {fmt.format(s['worst'])}" if s else "-")
+        lines.append(f"{label:>17}" + "".join(f" {c:>26}" for c in cells))
+    if report.get("versus"):
+        lines.append("")
+        ref = report["reference"]
+        for other, figures in report["versus"].items():
+            parts = [f"{key.removesuffix('_s')} {v['wins']}-{v['losses']} (median "
+                     f"{v['median_gap_pct']:+.1f} %, worst {v['worst_gap_pct']:+.1f} %)"
+                     for key, v in figures.items()]
+            lines.append(f"{ref} vs {other}: wins-losses " + ", ".join(parts))
+    return "\n".join(lines)
+
+
+def _pyplot():  # type: ignore[no-untyped-def]
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def plot_orders(directory: Path, per_order: list[dict]) -> list[Path]:
+    """One figure per summarised figure: its distribution over the orders, per policy."""
+    plt = _pyplot()
+    directory.mkdir(parents=True, exist_ok=True)
+    policies = list(per_order[0]["policies"]) if per_order else []
+    paths = []
+    for key, title, _ in SUMMARY_FIGURES:
+        data = [[o["policies"][p][key] for o in per_order if o["policies"][p][key] is not None]
+                for p in policies]
+        fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(policies)), 4))
+        ax.boxplot(data, whis=(10, 90))
+        ax.set_xticks(range(1, len(policies) + 1), policies, rotation=20)
+        for i, values in enumerate(data, start=1):
+            ax.scatter([i] * len(values), values, s=8, alpha=0.5)
+        ax.set(ylabel=key, title=f"{title} over {len(per_order)} orders (whiskers p10-p90)")
+        paths.append(directory / f"orders_{key}.png")
+        fig.savefig(paths[-1], dpi=120, bbox_inches="tight")
+        plt.close(fig)
+    return paths
+
+
+def plot(directory: Path, runs: Mapping[str, Run]) -> list[Path]:
+    """Write the figures of one replay's `runs` (by policy name) under `directory`."""
+    plt = _pyplot()
     directory.mkdir(parents=True, exist_ok=True)
     paths = []
     fig, ax = plt.subplots(figsize=(9, 4))
@@ -58,8 +138,9 @@ def plot(directory: Path, runs: Mapping[str, Run]) -> list[Path]:
     fig.savefig(paths[-1], dpi=120, bbox_inches="tight")
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, (_, _, outcomes) in runs.items():
-        jcts = sorted(o.ended_s - o.job.arrival_s for o in outcomes if o.ended_s and not o.oom)
-        ax.plot(jcts, [(i + 1) / len(jcts) for i in range(len(jcts))], label=name)
+        jcts = sorted(o.ended_s - o.job.arrival_s for o in outcomes if o.completed)
+        if jcts:
+            ax.plot(jcts, [(i + 1) / len(jcts) for i in range(len(jcts))], label=name)
     ax.set(xscale="log", xlabel="job completion time (s)", ylabel="fraction of jobs",
            title="JCT CDF")
     ax.legend()
@@ -68,8 +149,13 @@ def plot(directory: Path, runs: Mapping[str, Run]) -> list[Path]:
     fig, ax = plt.subplots(figsize=(6, 4))
     names = list(runs)
     ax.bar(names, [runs[n][0]["makespan_s"] for n in names])
+    ax.tick_params(axis="x", rotation=20)
     ax.set(ylabel="makespan (s)", title="Makespan")
     paths.append(directory / "makespan.png")
     fig.savefig(paths[-1], dpi=120, bbox_inches="tight")
     plt.close("all")
     return paths
+
+
+def as_text(report: dict[str, Any]) -> str:
+    return render_summary(report) if "summary" in report else render(report)

@@ -1,9 +1,11 @@
 """What a replay runs: the workload (jobs and arrival times) and the cluster (nodes).
 
 Workloads: the paper's 360-job trace, a generated Poisson mix over the model
-registry, or a CSV file; cluster specs: ``TYPE:NODESxGPUS,...`` or a YAML file;
-`shuffle_order` permutes which job arrives when. Bad user input raises
-`ReplayError` with a message that says what to fix (the CLI exits 2 on it).
+registry, or a CSV file (the Alibaba openb trace: `replay.openb`); cluster specs:
+``TYPE:NODESxGPUS,...`` or a YAML file, each GPU type with its collocation limit
+(`default_slots`, or ``--collocation``); `shuffle_order` permutes which job arrives
+when. Bad user input raises `ReplayError` with a message that says what to fix (the
+CLI exits 2 on it).
 """
 
 from __future__ import annotations
@@ -39,8 +41,46 @@ def has_paper_data(data_dir: Path) -> bool:
     return (data_dir / PAPER_DIR).is_dir()
 
 
-def parse_cluster(spec: str) -> list[SimNode]:
-    """"TYPE:NODESxGPUS,..." -> nodes named after their type."""
+SMALL_CARD_MIB = 12 * 1024
+SMALL_CARD_SLOTS, LARGE_CARD_SLOTS = 2, 4
+
+
+def default_slots(memory_mib: int) -> int:
+    """Pods one GPU may hold unless told otherwise: 2 on cards under 12 GiB (two 8 GB
+    GeForce cards in the paper's cluster), 4 on larger ones."""
+    return SMALL_CARD_SLOTS if memory_mib < SMALL_CARD_MIB else LARGE_CARD_SLOTS
+
+
+def parse_collocation(spec: str | None) -> dict[str, int]:
+    """"N" (every type) or "TYPE=N,..." -> limits by type ("*" for every other type)."""
+    if not spec:
+        return {}
+    if spec.strip().isdigit():
+        return {"*": _slots(spec.strip(), spec)}
+    limits = {}
+    for item in filter(None, (p.strip() for p in spec.split(","))):
+        name, sep, value = item.partition("=")
+        if not sep or name.strip() not in (*CATALOGUE, "*"):
+            raise ReplayError(f"collocation item {item!r}: expected TYPE=N with TYPE one of "
+                              f"{', '.join(CATALOGUE)} or *")
+        limits[name.strip()] = _slots(value.strip(), item)
+    return limits
+
+
+def _slots(value: str, item: str) -> int:
+    if not value.isdigit() or not 1 <= int(value) <= 64:
+        raise ReplayError(f"collocation {item!r}: a limit is an integer in 1..64")
+    return int(value)
+
+
+def slots_for(gpu_type: str, memory_mib: int, limits: dict[str, int]) -> int:
+    return limits.get(gpu_type, limits.get("*", default_slots(memory_mib)))
+
+
+def parse_cluster(spec: str, limits: dict[str, int] | None = None) -> list[SimNode]:
+    """"TYPE:NODESxGPUS,..." -> nodes named after their type, each GPU holding at most
+    `slots_for` pods."""
+    limits = limits or {}
     nodes = []
     for part in filter(None, (p.strip() for p in spec.split(","))):
         match = re.fullmatch(r"([\w.-]+):(\d+)x(\d+)", part)
@@ -50,25 +90,38 @@ def parse_cluster(spec: str) -> list[SimNode]:
         gpu = CATALOGUE[match[1]]
         for i in range(int(match[2])):
             nodes.append(SimNode(f"{gpu.name.lower()}-{i}", gpu.name, gpu.products[0],
-                                 int(match[3]), gpu.memory_mib))
+                                 int(match[3]), gpu.memory_mib,
+                                 slots_for(gpu.name, gpu.memory_mib, limits)))
     if not nodes:
         raise ReplayError("the cluster has no nodes")
     return nodes
 
 
-def cluster_from_file(path: Path) -> list[SimNode]:
-    """YAML: ``nodes: [{name, gpu (type or GFD product), count, memory_mib?, replicas?}]``."""
-    doc = yaml.safe_load(path.read_text()) or {}
+def cluster_from_file(path: Path, limits: dict[str, int] | None = None) -> list[SimNode]:
+    """YAML: ``nodes: [{name, gpu (type or GFD product), count, memory_mib?, replicas?,
+    slots?}]`` (`replicas`: that many such nodes; `slots`: pods per GPU)."""
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ReplayError(f"{path}: not YAML ({exc})") from exc
     nodes = []
-    for i, item in enumerate(doc.get("nodes") or []):
-        gpu = gpu_for_product(str(item.get("gpu", "")))
-        if gpu is None or int(item.get("count", 1)) < 1:
-            raise ReplayError(f"{path} nodes[{i}]: unknown gpu {item.get('gpu')!r} or bad count")
-        for r in range(int(item.get("replicas", 1))):
+    items = doc.get("nodes") if isinstance(doc, dict) else None
+    for i, item in enumerate(items if isinstance(items, list) else []):
+        try:
+            gpu = gpu_for_product(str(item.get("gpu", "")))
+            count, copies = int(item.get("count", 1)), int(item.get("replicas", 1))
+            memory = int(item.get("memory_mib", gpu.memory_mib if gpu else 0))
+            slots = int(item.get("slots", slots_for(gpu.name, memory, limits or {}) if gpu
+                                 else 1))
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise ReplayError(f"{path} nodes[{i}]: {exc}") from exc
+        if gpu is None or count < 1 or copies < 1 or memory < 1 or slots < 1:
+            raise ReplayError(f"{path} nodes[{i}]: unknown gpu {item.get('gpu')!r} or a "
+                              f"count, replicas, memory_mib or slots below 1")
+        for r in range(copies):
             suffix = f"-{r}" if item.get("replicas") else ""
-            nodes.append(SimNode(item.get("name", f"{gpu.name.lower()}-{i}") + suffix, gpu.name,
-                                 gpu.products[0], int(item.get("count", 1)),
-                                 int(item.get("memory_mib", gpu.memory_mib))))
+            nodes.append(SimNode(str(item.get("name", f"{gpu.name.lower()}-{i}")) + suffix,
+                                 gpu.name, gpu.products[0], count, memory, slots))
     if not nodes:
         raise ReplayError(f"{path}: no nodes")
     return nodes
@@ -116,18 +169,23 @@ def jobs_from_file(path: Path) -> list[SimJob]:
     """CSV with header arrival_s,model,task,batch,units."""
     jobs = []
     known = set(FeatureTable.load().models)
-    with path.open() as handle:
-        for i, row in enumerate(csv.DictReader(handle)):
-            try:
-                job = SimJob(i, float(row["arrival_s"]), row["model"], row["task"],
-                             int(row["batch"]), int(row["units"]))
-            except (KeyError, TypeError, ValueError) as exc:
-                raise ReplayError(f"{path}:{i + 2}: expected arrival_s,model,task,batch,units "
-                                  f"({exc})") from exc
-            if job.model not in known or job.task not in ("train", "inference") or job.batch < 1 \
-                    or job.units < 1 or job.arrival_s < 0:
-                raise ReplayError(f"{path}:{i + 2}: bad job {row}")
-            jobs.append(job)
+    try:
+        with path.open(newline="") as handle:
+            for i, row in enumerate(csv.DictReader(handle)):
+                try:
+                    job = SimJob(i, float(row["arrival_s"]), row["model"], row["task"],
+                                 int(row["batch"]), int(row["units"]))
+                except (KeyError, TypeError, ValueError) as exc:
+                    raise ReplayError(f"{path}:{i + 2}: expected arrival_s,model,task,batch,"
+                                      f"units ({exc})") from exc
+                if job.model not in known or job.task not in ("train", "inference") \
+                        or job.batch < 1 or job.units < 1 or not 0 <= job.arrival_s < 1e9:
+                    raise ReplayError(f"{path}:{i + 2}: bad job {row}")
+                jobs.append(job)
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise ReplayError(f"{path}: not a CSV file ({exc})") from exc
+    if not jobs:
+        raise ReplayError(f"{path}: no jobs")
     return jobs
 
 

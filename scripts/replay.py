@@ -1,16 +1,17 @@
 """Replay a workload on a simulated GPU cluster, every decision of our policy made by the
 extender over HTTP, with baselines in the same run, world and arrivals.
 
-    schedtune replay                               # paper workload (or generated)
-    schedtune replay --workload paper --json
+    schedtune replay                               # paper workload, held-out world (lomo)
+    schedtune replay --workload paper --world lofo --orders 16 --parallel 2 --json
+    schedtune replay --workload paper --world perturbed --world-seed 3 --orders 16
     schedtune replay --workload generated --jobs 2000 --rate 20 --seed 7 \\
         --cluster "T4:8x4,A10:4x4,L4:4x4,A100-80GB:2x8" --plots out/
+    schedtune replay --workload openb --trace-dir clusterdata/cluster-trace-gpu-v2023/csv
     schedtune replay --cluster-file my-cluster.yaml --jobs-file my-jobs.csv
-    schedtune replay --workload paper --shuffle 5    # same arrival times, jobs reordered
 
 Starts an embedded Redis (or uses REDIS_URL) and the extender app on 127.0.0.1 with its
-clock on simulated time. Policies: default, schedtune-paper, gavel-like, ours. The
-simulator, workloads, policies and report live in the `replay` package; this is its CLI.
+clock on simulated time. The simulator, worlds, workloads, policies and report live in
+the `replay` package; this is its CLI.
 """
 
 from __future__ import annotations
@@ -26,76 +27,181 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from estimator.data import DEFAULT_DATA_DIR  # noqa: E402
+from estimator.errors import EstimatorError  # noqa: E402
 from extender.settings import SettingsError  # noqa: E402
-from replay.report import plot, render  # noqa: E402
-from replay.runner import POLICIES, run_replay  # noqa: E402
+from replay import openb  # noqa: E402
+from replay.folds import default_cache, train_folds  # noqa: E402
+from replay.orders import run_orders, summarise  # noqa: E402
+from replay.report import as_text, plot, plot_orders  # noqa: E402
+from replay.runner import ORACLES, POLICIES, describe_cluster, replay_redis, run_replay  # noqa: E402
+from replay.scenario import INTERFERENCE, WORLDS, Scenario  # noqa: E402
 from replay.workloads import (  # noqa: E402
     GENERATED_CLUSTER, PAPER_CLUSTER, ReplayError, cluster_from_file, generated_workload,
-    has_paper_data, jobs_from_file, paper_workload, parse_cluster, shuffle_order,
+    has_paper_data, jobs_from_file, paper_workload, parse_cluster, parse_collocation,
+    shuffle_order,
 )  # fmt: skip
 
+DEFAULT_POLICIES = ("default", "schedtune-paper", "gavel-like", "declared", "oracle", "ours")
 
-def main(argv: list[str] | None = None) -> int:
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workload", choices=("paper", "generated", "auto"), default="auto",
-                        help="auto: paper when the reference data is present")
+    parser.add_argument("--workload", choices=("paper", "generated", "openb", "auto"),
+                        default="auto", help="auto: paper when the reference data is present")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA_DIR)
-    parser.add_argument("--policies", nargs="+", choices=POLICIES, default=list(POLICIES))
+    parser.add_argument("--world", choices=("auto", *WORLDS), default="auto",
+                        help="auto: lomo for the paper workload, perturbed for generated or "
+                        "file workloads, the trace's own for openb")
+    parser.add_argument("--world-seed", type=int, default=1,
+                        help="perturbed world: which fixed errors and collocation law")
+    parser.add_argument("--interference", choices=INTERFERENCE, default="auto",
+                        help="collocation law (auto: gavel pairs in perturbed worlds)")
+    parser.add_argument("--policies", nargs="+", choices=POLICIES, default=list(DEFAULT_POLICIES))
     parser.add_argument("--cluster", help=f"TYPE:NODESxGPUS,... (generated default "
                         f"{GENERATED_CLUSTER}; paper: {PAPER_CLUSTER})")
     parser.add_argument("--cluster-file", type=Path)
+    parser.add_argument("--collocation", help="pods per GPU: N, or TYPE=N,... (*=N for the "
+                        "rest); default 2 on cards under 12 GiB, 4 on larger ones")
     parser.add_argument("--jobs-file", type=Path)
+    parser.add_argument("--trace-dir", type=Path, help="openb: the directory holding "
+                        f"{openb.NODE_FILE} and {openb.POD_FILE}")
+    parser.add_argument("--pod-file", default=openb.POD_FILE,
+                        help="openb: which pod list of the trace directory")
     parser.add_argument("--jobs", type=int, default=1000, help="generated workload size")
     parser.add_argument("--rate", type=float, default=10.0, help="generated: jobs per minute")
     parser.add_argument("--train-fraction", type=float, default=0.3)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--shuffle", type=int, metavar="SEED",
                         help="keep the arrival times, permute which job arrives at each")
+    parser.add_argument("--orders", type=int, default=0, metavar="N",
+                        help="replay N orders (shuffles, or generated seeds) and summarise")
+    parser.add_argument("--parallel", type=int, default=1, help="orders replayed at once")
     parser.add_argument("--startup", type=float, default=10.0, help="per-job start-up seconds")
+    parser.add_argument("--startup-alone", action="store_true",
+                        help="start-up takes wall-clock time and shares nothing (laxer)")
+    parser.add_argument("--retry-limit", type=int, default=3,
+                        help="pods an OOM-killed job may create again")
+    parser.add_argument("--fold-cache", type=Path, default=default_cache(Path.home()),
+                        help="where held-out artefacts are trained (never profiles/)")
     parser.add_argument("--sensitivity", action="store_true",
                         help="also report makespan and JCT at 2 s and 30 s start-up")
     parser.add_argument("--plots", type=Path, help="write PNG figures here")
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _validate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if not 1 <= args.jobs <= 200_000 or args.rate <= 0 or not 0 <= args.train_fraction <= 1:
         parser.error("--jobs 1..200000, --rate > 0, --train-fraction 0..1")
     if not 0 <= args.startup <= 3600:
         parser.error("--startup must be 0..3600 seconds")
+    if not 0 <= args.orders <= 1000 or not 1 <= args.parallel <= 15:
+        parser.error("--orders 0..1000, --parallel 1..15")
+    if not 0 <= args.retry_limit <= 20:
+        parser.error("--retry-limit must be 0..20")
+    if args.orders and args.shuffle is not None:
+        parser.error("--orders replays its own shuffles; leave out --shuffle")
+    if args.workload == "openb" and not args.trace_dir:
+        parser.error("--workload openb needs --trace-dir DIR (see README: Replay)")
 
+
+def _workload(parser: argparse.ArgumentParser, args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """(name, jobs, nodes, world or None) as the arguments ask; `ReplayError` on bad files."""
     has_data = has_paper_data(args.data)
     workload = args.workload if args.workload != "auto" else ("paper" if has_data else "generated")
-    try:
-        if args.jobs_file:
-            jobs, workload = jobs_from_file(args.jobs_file), f"file:{args.jobs_file.name}"
-        elif workload == "paper":
-            if not has_data:
-                parser.error(f"--workload paper needs the reference data under {args.data}")
-            jobs = paper_workload(args.data)
-        else:
-            jobs = generated_workload(args.jobs, args.rate, args.seed, args.train_fraction)
-        if args.cluster_file:
-            nodes = cluster_from_file(args.cluster_file)
-        else:
-            nodes = parse_cluster(args.cluster or (PAPER_CLUSTER if workload == "paper"
-                                                   else GENERATED_CLUSTER))
-    except (ReplayError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.shuffle is not None:
-        jobs = shuffle_order(jobs, args.shuffle)
-        workload = f"{workload} (order shuffled, seed {args.shuffle})"
+    limits = parse_collocation(args.collocation)
+    if workload == "openb":
+        trace = openb.load(args.trace_dir, args.pod_file, limits)
+        return "openb", trace.jobs, trace.nodes, trace.world()
+    if args.jobs_file:
+        jobs, workload = jobs_from_file(args.jobs_file), f"file:{args.jobs_file.name}"
+    elif workload == "paper":
+        if not has_data:
+            parser.error(f"--workload paper needs the reference data under {args.data}")
+        jobs = paper_workload(args.data)
+    else:
+        jobs = generated_workload(args.jobs, args.rate, args.seed, args.train_fraction)
+    if args.cluster_file:
+        nodes = cluster_from_file(args.cluster_file, limits)
+    else:
+        nodes = parse_cluster(args.cluster or (PAPER_CLUSTER if workload == "paper"
+                                               else GENERATED_CLUSTER), limits)
+    return workload, jobs, nodes, None
 
+
+def _scenario(args: argparse.Namespace, workload: str) -> Scenario:
+    world = args.world
+    if world == "auto":
+        world = "lomo" if workload == "paper" else "perturbed"
+    if world in ("lomo", "lofo") and not has_paper_data(args.data):
+        raise ReplayError(f"--world {world} trains held-out artefacts from the reference data, "
+                          f"not found under {args.data}")
+    folds: tuple[tuple[str, str], ...] = ()
+    if world in ("lomo", "lofo"):
+        dirs = train_folds(world, args.data, args.fold_cache, workers=args.parallel,
+                           log=lambda m: print(m, file=sys.stderr))
+        folds = tuple((fold, str(path)) for fold, path in sorted(dirs.items()))
+    return Scenario(world=world, data_dir=args.data, world_seed=args.world_seed,
+                    startup_s=args.startup, startup_shares=not args.startup_alone,
+                    interference=args.interference, retry_limit=args.retry_limit, folds=folds)
+
+
+def _orders(args: argparse.Namespace, workload: str, jobs):  # type: ignore[no-untyped-def]
+    """order number -> its jobs: shuffles of the trace, or generated seeds."""
+    if workload == "generated" and not args.jobs_file:
+        return {i: generated_workload(args.jobs, args.rate, args.seed + i - 1,
+                                      args.train_fraction) for i in range(1, args.orders + 1)}
+    return {i: shuffle_order(jobs, i) for i in range(1, args.orders + 1)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    _validate(parser, args)
     try:
-        report, runs = run_replay(jobs, nodes, workload, args.policies, args.data, args.startup,
-                                  env=os.environ, sensitivity=args.sensitivity,
-                                  progress=not args.json)
-    except SettingsError as exc:
+        workload, jobs, nodes, world = _workload(parser, args)
+        scenario = _scenario(args, workload) if world is None else Scenario(
+            world="trace", data_dir=args.data, startup_s=0.0, startup_shares=False,
+            retry_limit=args.retry_limit)
+        if args.shuffle is not None:
+            jobs = shuffle_order(jobs, args.shuffle)
+            workload = f"{workload} (order shuffled, seed {args.shuffle})"
+        if args.orders:
+            report = _many(args, workload, jobs, nodes, scenario, world)
+        else:
+            report, runs = run_replay(jobs, nodes, workload, args.policies, scenario,
+                                      env=os.environ, sensitivity=args.sensitivity,
+                                      progress=not args.json, world=world)
+            if args.plots:
+                report["plots"] = [str(p) for p in plot(args.plots, runs)]
+    except (ReplayError, SettingsError, EstimatorError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.plots:
-        report["plots"] = [str(p) for p in plot(args.plots, runs)]
-    print(json.dumps(report, indent=2) if args.json else render(report))
+    print(json.dumps(report, indent=2) if args.json else as_text(report))
     return 0
+
+
+def _many(args: argparse.Namespace, workload: str, jobs, nodes, scenario: Scenario,  # type: ignore[no-untyped-def]
+          world) -> dict:
+    orders = _orders(args, workload, jobs)
+
+    def progress(done: dict) -> None:
+        if not args.json:
+            figures = ", ".join(f"{p} {r['makespan_s']:.0f}/{r['avg_jct_s'] or 0:.0f}"
+                                for p, r in done["policies"].items())
+            print(f"order {done['order']}: makespan/avg JCT {figures}", file=sys.stderr)
+
+    with replay_redis(os.environ) as redis_url:
+        per_order = run_orders(orders, nodes, args.policies, scenario, redis_url,
+                               args.parallel, world, progress)
+    world = world or scenario.build_world({n.gpu_type for n in nodes})
+    report = {"workload": f"{workload}, {args.orders} orders", "jobs": len(jobs),
+              "cluster": describe_cluster(nodes), **world.describe(), **scenario.describe(),
+              "oracles": [p for p in args.policies if p in ORACLES],
+              **summarise(per_order), "per_order": per_order}
+    if args.plots:
+        report["plots"] = [str(p) for p in plot_orders(args.plots, per_order)]
+    return report
 
 
 if __name__ == "__main__":

@@ -1,28 +1,75 @@
-"""scripts/replay.py end to end: a small generated replay through the HTTP extender, and
-bad user input as a clear usage error."""
+"""scripts/replay.py end to end: small replays through the HTTP extender, many orders,
+and bad user input as a clear usage error, never a traceback."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
+
 from scripts import replay
+
+SMALL = ["--workload", "generated", "--jobs", "40", "--rate", "60",
+         "--cluster", "T4:2x2,A100-80GB:1x2", "--json"]
 
 
 def test_generated_replay_through_the_http_extender(capsys, tmp_path) -> None:
-    code = replay.main(["--workload", "generated", "--jobs", "40", "--rate", "60",
-                        "--cluster", "T4:2x2,A100-80GB:1x2", "--data", str(tmp_path), "--json",
-                        "--policies", "default", "ours"])
+    code = replay.main([*SMALL, "--data", str(tmp_path), "--policies", "default", "ours",
+                        "--world", "predicted"])
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert report["world"].startswith("predicted")  # no reference data in tmp_path
+    assert report["cluster"]["collocation_limits"] == {"A100-80GB": 4, "T4": 4}
+    assert "start-up shares the GPU and is slowed by it" in report["assumptions"]
     ours = report["policies"]["ours"]
     assert ours["oom_count"] == 0 and ours["unscheduled"] == 0 and ours["decisions"] >= 40
     assert set(ours) >= {"makespan_s", "avg_jct_s", "p95_jct_s", "avg_queue_s", "mem_util",
-                         "oom_count", "unscheduled"}
+                         "oom_count", "retries", "failed", "unscheduled", "oom_reserves"}
 
 
-def test_bad_user_files_are_clear_errors(tmp_path, capsys) -> None:
+def test_many_orders_are_summarised_with_one_plot_per_figure(capsys, tmp_path) -> None:
+    code = replay.main([*SMALL, "--jobs", "12", "--data", str(tmp_path), "--orders", "2",
+                        "--policies", "default", "oracle", "ours", "--plots",
+                        str(tmp_path / "plots"), "--collocation", "T4=2"])
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["orders"] == 2 and len(report["per_order"]) == 2
+    assert report["cluster"]["collocation_limits"] == {"A100-80GB": 4, "T4": 2}
+    assert report["world"].startswith("perturbed (1)")  # the generated default
+    assert set(report["summary"]) == {"default", "oracle", "ours"}
+    assert set(report["summary"]["ours"]["makespan_s"]) == {"median", "p10", "p90", "worst"}
+    assert set(report["versus"]) == {"default", "oracle"}
+    assert report["oracles"] == ["oracle"]
+    assert sorted(p.rsplit("/", 1)[1] for p in report["plots"]) == [
+        "orders_avg_jct_s.png", "orders_makespan_s.png", "orders_mem_util.png",
+        "orders_oom_count.png", "orders_p95_jct_s.png"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["--orders", "2", "--shuffle", "3"],
+    ["--parallel", "99"],
+    ["--world", "everywhere"],
+    ["--retry-limit", "-1"],
+])
+def test_bad_flags_are_usage_errors(capsys, argv) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        replay.main(argv)
+    assert exit_.value.code == 2 and "error" in capsys.readouterr().err
+
+
+def test_bad_values_are_clear_errors(tmp_path, capsys) -> None:
     jobs = tmp_path / "jobs.csv"
     jobs.write_text("arrival_s,model,task,batch,units\n0,resnet50,train,32,1\n5,nope,train,8,1\n")
     assert replay.main(["--jobs-file", str(jobs), "--cluster", "T4:1x1", "--json"]) == 2
     assert "jobs.csv:3" in capsys.readouterr().err
+    assert replay.main([*SMALL, "--collocation", "T4=0"]) == 2
+    assert "a limit is an integer in 1..64" in capsys.readouterr().err
+    assert replay.main([*SMALL, "--collocation", "H999=2"]) == 2
+    assert "expected TYPE=N" in capsys.readouterr().err
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text("nodes: [{gpu: T4, count: two}]\n")
+    assert replay.main([*SMALL, "--cluster-file", str(cluster)]) == 2
+    assert "cluster.yaml nodes[0]" in capsys.readouterr().err
+    assert replay.main([*SMALL, "--world", "lomo", "--data", str(tmp_path)]) == 2
+    assert "--world lomo trains held-out artefacts from the reference data" in \
+        capsys.readouterr().err

@@ -1,5 +1,6 @@
 """The replay's Redis comes from Settings: REDIS_URL's when set, else an embedded server
-that lives only as long as the replay."""
+that lives only as long as the replay. Policies by name; held-out worlds route each job to
+the artefacts that never saw its model or family."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import pytest
 import redis
 
 from extender.settings import SettingsError
-from replay.runner import POLICIES, make_policy, replay_redis
-from replay.policies import WholeGpuPolicy
+from replay.baselines import DeclaredMemoryPolicy, OraclePolicy, WholeGpuPolicy
+from replay.runner import ORACLES, POLICIES, Deciders, make_policy, replay_redis
+from replay.scenario import Scenario
+from replay.world import SimJob
 
 
 def test_redis_url_from_the_environment_is_used_as_is(redis_url) -> None:
@@ -31,7 +34,31 @@ def test_unusable_extender_settings_are_refused() -> None:
 
 
 def test_baselines_need_no_extender() -> None:
-    assert POLICIES == ("default", "schedtune-paper", "gavel-like", "ours")
-    for name in ("default", "gavel-like"):
+    assert set(POLICIES) >= {"default", "schedtune-paper", "gavel-like", "declared", "oracle",
+                             "ours"}
+    assert set(ORACLES) == {"gavel-like", "oracle"}
+    kinds = {"default": WholeGpuPolicy, "gavel-like": WholeGpuPolicy,
+             "declared": DeclaredMemoryPolicy, "declared-fraction": DeclaredMemoryPolicy,
+             "oracle": OraclePolicy}
+    for name, kind in kinds.items():
         policy = make_policy(name, [], "redis://unused")
-        assert isinstance(policy, WholeGpuPolicy) and policy.name == name
+        assert isinstance(policy, kind) and policy.name == name
+        assert policy.oracle == (name in ORACLES)
+    with pytest.raises(ValueError, match="unknown policy"):
+        make_policy("nope", [], "redis://unused")
+
+
+def test_a_held_out_world_routes_each_job_to_its_fold(tmp_path) -> None:
+    from estimator.portable import MODELS_DIR
+
+    # two folds that both read the committed artefacts: routing is what is tested here
+    folds = (("vgg", str(MODELS_DIR)), ("resnet", str(MODELS_DIR)))
+    deciders = Deciders(Scenario("lofo", tmp_path, folds=folds))
+    routing = deciders.for_policy("ours")
+    assert set(routing["estimators"]) == {"vgg", "resnet", ""}
+    route = routing["route"]
+    assert route(SimJob(0, 0, "vgg16", "train", 8, 1)) == "vgg"
+    assert route(SimJob(0, 0, "resnet50", "train", 8, 1)) == "resnet"
+    assert route(SimJob(0, 0, "densenet121", "train", 8, 1)) == ""  # no fold: committed ones
+    assert deciders.for_policy("ours")["estimators"] is routing["estimators"]  # loaded once
+    assert Deciders(Scenario("reference", tmp_path)).for_policy("ours") == {}
