@@ -126,6 +126,7 @@ class Need:
     declared_mib: float = 0.0  # what the pod declared (schedtune.io/gpu-memory), 0: nothing
     family_seen: bool = True  # the model's family was in the estimator's training rows
     estimate_mib: float = 0.0  # the padded prediction, before declared memory or a floor
+    basis: str = ""  # "" the regressors; "transformer": the analytic LLM estimate
 
 
 @dataclass(frozen=True)

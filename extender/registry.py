@@ -14,22 +14,25 @@ import logging
 import time
 from collections.abc import Callable
 
-from estimator.predict import Estimator
-from estimator.registered import RegisteredModel, RegistryError, with_registered
+from estimator.errors import EstimatorError
+from estimator.llm import TransformerConfig
+from estimator.registered import RegisteredModel, with_registered
+from extender.sizing import Sizer
 from extender.state.store import RedisStore
 
 log = logging.getLogger(__name__)
 
 
 class ModelRegistry:
-    def __init__(self, store: RedisStore, estimator: Estimator, check_every_s: float = 1.0,
+    def __init__(self, store: RedisStore, sizer: Sizer, check_every_s: float = 1.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.store = store
-        self.estimator = estimator
+        self.sizer = sizer
+        self.estimator = sizer.estimator
         self.check_every_s = check_every_s
         self.clock = clock
         self.models: dict[str, RegisteredModel] = {}
-        self._base = estimator.table  # the built-in models' features
+        self._base = self.estimator.table  # the built-in models' features
         self._rev: str | None = None
         self._checked_at = -float("inf")
 
@@ -42,27 +45,36 @@ class ModelRegistry:
         if self.store.models_rev() != self._rev:
             self._reload()
 
-    def knows(self, name: str) -> bool:
-        """Whether `name` is registered, reading the registry again at once if it was not
-        known here (a model registered since the last check)."""
-        if name not in self.models and self.store.registered_model(name) is not None:
+    def covers(self, name: str) -> bool:
+        """Whether `name` can be estimated (built in, shipped or registered), following the
+        registry first: a change within `check_every_s`, or at once for a name not known
+        here (a model registered since the last check)."""
+        self.sync()
+        if name in self.estimator.models or name in self.sizer.transformers:
+            return True
+        if self.store.registered_model(name) is not None:
             self._reload()
         return name in self.models
 
     def _reload(self) -> None:
         rev, entries = self.store.registered_models()
-        models = {}
+        models, transformers = {}, dict(self.sizer.shipped)
         for name, raw in entries.items():
             try:
                 model = RegisteredModel.from_json(raw)
-            except RegistryError as exc:
+                if model.config is not None:
+                    config = TransformerConfig.from_mapping(model.config)
+            except EstimatorError as exc:
                 log.warning("registered model skipped: %s", exc, extra={"model": name[:63]})
                 continue
-            if model.name != name or name in self._base.models:
+            if model.name != name or name in self._base.models or name in self.sizer.shipped:
                 log.warning("registered model skipped: its name is not its key or is a "
                             "built-in model's", extra={"model": name[:63]})
                 continue
             models[name] = model
+            if model.config is not None:
+                transformers[name] = config
         self.models, self._rev = models, rev
         self.estimator.use_table(with_registered(self._base, models.values()))
+        self.sizer.transformers = transformers
         self._checked_at = self.clock()

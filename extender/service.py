@@ -53,7 +53,7 @@ class Scheduler:
         self.store = store
         self.estimator = estimator
         self.sizer = Sizer(estimator, settings.declared_default_s)
-        self.registry = ModelRegistry(store, estimator)
+        self.registry = ModelRegistry(store, self.sizer)
         self.binder = binder
         self.clock = clock
         # A binder that reads pods (the API server's) lets bind check the pod first.
@@ -189,11 +189,6 @@ class Scheduler:
         owner_s = None
         if not demand.model and not demand.expected_s and demand.owner:
             owner_s = self.store.owner_seconds(f"{demand.namespace}/{demand.owner}")
-        layouts = list(layouts)
-        self.registry.sync()
-        try:
-            return self.sizer.needs(demand, layouts, floors, owner_s)
-        except UnknownModel as exc:
-            if not self.registry.knows(demand.model):
-                raise UnknownModel(unknown_model_reason(demand.model)) from exc
-            return self.sizer.needs(demand, layouts, floors, owner_s)
+        if demand.model and not self.registry.covers(demand.model):
+            raise UnknownModel(unknown_model_reason(demand.model))
+        return self.sizer.needs(demand, layouts, floors, owner_s)

@@ -8,6 +8,10 @@ adoption alike:
   parallel) the per-replica batch ceil(batch / k) plus the all-reduce buffers
   (`DDP_BUCKETS`: a gradient-sized copy, and `NCCL_MIB` per GPU) and ideal
   scaling of the time (communication time is not modelled);
+* a transformer (the shipped LLM configurations, or a registered config) ->
+  the analytic estimate of `estimator.llm` for the pod's sequence length, dtype,
+  training mode and concurrency (`llm_workload`), padded by the pad measured on
+  published figures; units are training steps or requests;
 * a declared pod (``schedtune.io/gpu-memory``, no model) -> the declared MiB per
   GPU, no pad; seconds from ``schedtune.io/expected-seconds``, else the observed
   runs of the same owner, else `Settings.declared_default_s`;
@@ -25,11 +29,19 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from estimator.errors import EstimatorError
+from estimator import llm
+from estimator.catalogue import CATALOGUE
+from estimator.errors import EstimatorError, InvalidJob
+from estimator.llm import LlmWorkload, TransformerConfig, shipped_configs, shipped_pad
 from estimator.predict import Estimator, GpuEstimate, Job
 from extender.core import oom
-from extender.model import UNKNOWN_TYPE, Need, NodeGpus, PodDemand, type_of
+from extender.core.annotations import DEFAULT_LORA_RANK
+from extender.model import (
+    CHECKPOINTING, CONCURRENCY, DTYPE, SEQ_LEN, TRAIN_MODE, UNKNOWN_TYPE, Need, NodeGpus,
+    PodDemand, type_of,
+)  # fmt: skip
 
+MIB = 2**20
 NCCL_MIB = 256.0  # NCCL's communicator buffers and streams per GPU (data-parallel pods)
 DDP_BUCKETS = 1.0  # gradient-sized all-reduce buckets, as a multiple of the parameters
 
@@ -39,9 +51,14 @@ class TooLarge(EstimatorError):
 
 
 class Sizer:
+    """`transformers`: the configurations estimated analytically (the shipped LLMs; the
+    model registry adds the registered ones)."""
+
     def __init__(self, estimator: Estimator, declared_default_s: float = 3600.0) -> None:
         self.estimator = estimator
         self.declared_default_s = declared_default_s
+        self.shipped = shipped_configs()
+        self.transformers: Mapping[str, TransformerConfig] = self.shipped
 
     def needs(self, demand: PodDemand, layouts: Iterable[NodeGpus | None],
               floors: Mapping[str, float], owner_s: float | None = None) -> dict[str, Need]:
@@ -49,7 +66,10 @@ class Sizer:
         `owner_s`: the observed seconds of the pod owner's earlier runs, if any. Raises
         `EstimatorError` (unknown model, bad job, `TooLarge`)."""
         memory = {type_of(g): g.memory_mib for g in layouts if g is not None and g.count}
-        if demand.model:
+        if demand.model in self.transformers:
+            needs = self._transformer(demand, self.transformers[demand.model], sorted(memory))
+        elif demand.model:
+            _check_not_transformer_job(demand)
             needs = self._predicted(demand, sorted(memory))
         else:
             seconds = demand.expected_s or owner_s or self.declared_default_s
@@ -69,12 +89,60 @@ class Sizer:
         extra = self._replica_buffers(demand) if replicas > 1 else 0.0
         return {t: _need(e, extra, replicas) for t, e in estimates.items()}
 
+    def _transformer(self, demand: PodDemand, config: TransformerConfig,
+                     types: list[str]) -> dict[str, Need]:
+        workload, pad = llm_workload(demand, config), shipped_pad()
+        extra = NCCL_MIB if demand.gpus > 1 else 0.0  # full data parallel: buckets below
+        if demand.gpus > 1 and demand.task == "train":
+            extra += DDP_BUCKETS * config.parameters() * 2 / MIB  # 16-bit gradient buckets
+        needs = {}
+        for gpu in types:
+            names = list(CATALOGUE) if gpu == UNKNOWN_TYPE else [gpu]
+            mib = max(llm.padded_mib(llm.estimate_memory(config, workload, g), pad)
+                      for g in names)
+            times = [llm.estimate_time(config, workload, g) for g in names]
+            if demand.task == "train":
+                seconds = max(t.step_s for t in times) * demand.units / demand.gpus
+            else:
+                seconds = max(t.seconds_per_request for t in times) * demand.units
+            padded = mib + extra * (1.0 + pad)
+            needs[gpu] = Need(padded, seconds, pad, seen=gpu != UNKNOWN_TYPE,
+                              family_seen=False, estimate_mib=padded, basis="transformer")
+        return needs
+
     def _replica_buffers(self, demand: PodDemand) -> float:
         """MiB a data-parallel replica holds beyond its share of the batch."""
         if demand.task != "train":
             return NCCL_MIB
         params = self.estimator.table.job_features(demand.model, demand.task, 1).params_mb
         return DDP_BUCKETS * params + NCCL_MIB
+
+
+DEFAULT_SEQ_LEN = 2048
+
+
+def llm_workload(demand: PodDemand, config: TransformerConfig) -> LlmWorkload:
+    """The pod's transformer job: per-replica batch; `DEFAULT_SEQ_LEN` tokens (at most the
+    model's context) unless annotated; bf16; full fine-tuning; serving `concurrency`
+    sequences at once (default: the batch size)."""
+    seq_len = demand.seq_len or min(DEFAULT_SEQ_LEN, config.max_position)
+    common = {"task": demand.task, "dtype": demand.dtype or "bf16", "seq_len": seq_len}
+    if demand.task == "train":
+        return LlmWorkload(**common, batch=math.ceil(demand.batch / demand.gpus),
+                           mode=demand.train_mode or "full",
+                           lora_rank=demand.lora_rank or DEFAULT_LORA_RANK,
+                           gradient_checkpointing=demand.checkpointing)
+    return LlmWorkload(**common, concurrent_seqs=demand.concurrency or demand.batch)
+
+
+def _check_not_transformer_job(demand: PodDemand) -> None:
+    """Transformer annotations on a model estimated by the regressors: refused, not ignored."""
+    given = [key for key, value in (
+        (SEQ_LEN, demand.seq_len), (DTYPE, demand.dtype), (TRAIN_MODE, demand.train_mode),
+        (CHECKPOINTING, demand.checkpointing), (CONCURRENCY, demand.concurrency)) if value]
+    if given:
+        raise InvalidJob(f"{', '.join(given)} apply to transformer models only; {demand.model} "
+                         "is estimated from its measured features at its batch size")
 
 
 def _need(estimate: GpuEstimate, extra_mib: float, replicas: int) -> Need:

@@ -106,8 +106,9 @@ def _load(args: argparse.Namespace, store: RedisStore) -> int:
 
 def _publish(store: RedisStore, entry: RegisteredModel) -> None:
     from estimator.feature_table import FeatureTable  # noqa: PLC0415
+    from estimator.llm import shipped_configs  # noqa: PLC0415
 
-    if entry.name in FeatureTable.load().models:
+    if entry.name in FeatureTable.load().models or entry.name in shipped_configs():
         raise EstimatorError(f"{entry.name!r} is a built-in model; register under another name")
     store.publish_model(entry.name, entry.to_json())
     print(f"registered {entry.name} ({entry.kind}, family {entry.family}): every extender "

@@ -85,7 +85,7 @@ class Monitor:
         self.settings = settings or Settings()
         self.sizer = None if estimator is None else Sizer(estimator,
                                                           self.settings.declared_default_s)
-        self.registry = None if estimator is None else ModelRegistry(store, estimator)
+        self.registry = None if self.sizer is None else ModelRegistry(store, self.sizer)
 
     def on_event(self, kind: str, pod: Mapping[str, Any]) -> None:
         """Apply one pod's state. A pod that cannot be applied is logged and counted
@@ -323,8 +323,7 @@ class Monitor:
             return None
         try:
             if self.registry is not None and demand.model:
-                self.registry.sync()
-                self.registry.knows(demand.model)  # registered since the last check
+                self.registry.covers(demand.model)  # follow models registered meanwhile
             need = self.sizer.needs(demand, [node.gpus], floors)[type_of(node.gpus)]
         except EstimatorError as exc:
             log.warning("cannot estimate a bound pod", extra={"pod_uid": demand.uid,

@@ -25,6 +25,8 @@ def sizing(need: Need) -> str:
               if not seen]
     basis = (f"{' and '.join(unseen)} not in training data: the pad for jobs unlike any "
              "trained on" if unseen else "family and GPU type seen in training")
+    if need.basis == "transformer":
+        basis = "analytic transformer estimate, pad from published measurements"
     pad = f"pad {need.pad * 100:.1f} % ({basis})"
     if not need.declared_mib:
         return pad

@@ -8,7 +8,10 @@ import time
 
 import pytest
 
-from estimator.predict import Estimator
+from estimator.predict import Estimator, Job
+from extender.registry import ModelRegistry
+from extender.sizing import Sizer
+from extender.state.store import RedisStore
 from extender.model import RESERVED_MIB, SIZING
 from extender.settings import Settings
 from extender.web.app import create_app
@@ -89,17 +92,11 @@ def test_a_batch_not_computed_is_interpolated_between_the_computed_ones(env,
                                                                          redis_url) -> None:
     assert models.main(["add", "tinynet", "--entry-point", "tinynet:build", "--path",
                         str(env / "src"), "--input", "image:3x64x64", "--no-export"]) == 0
-    estimator = Estimator.load()
-    replica, _ = _replica(redis_url)
-    _filter(replica, make_pod(model="tinynet"))
-    from extender.registry import ModelRegistry
-    from extender.state.store import RedisStore
-
-    ModelRegistry(RedisStore.from_url(redis_url), estimator).sync()
-    from estimator.predict import Job
+    sizer = Sizer(Estimator.load())
+    assert ModelRegistry(RedisStore.from_url(redis_url), sizer).covers("tinynet")
 
     def mib(batch: int) -> float:
-        return estimator.estimate(Job("tinynet", "train", batch), gpus=["A100-40GB"])[
+        return sizer.estimator.estimate(Job("tinynet", "train", batch), gpus=["A100-40GB"])[
             "A100-40GB"].predicted_mib
 
     assert mib(8) < mib(12) < mib(16)  # between the computed batches 8 and 16
