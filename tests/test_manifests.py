@@ -465,14 +465,27 @@ def test_the_embedded_server_runs_with_that_policy(redis_client) -> None:
 # --- examples -------------------------------------------------------------------------------
 
 def test_examples_are_annotated_for_schedtune_scheduler_with_valid_demands() -> None:
-    from estimator.feature_table import FeatureTable
+    """Each example is parsed as the extender parses the pod and sized for an 8 x H100 node:
+    it must be estimable and fit one of its GPUs."""
+    from estimator.predict import Estimator
     from extender.core.annotations import parse_demand
-    from extender.model import PodInfo
+    from extender.model import NodeGpus, PodInfo
+    from extender.sizing import Sizer
+    from extender.wire.objects import gpus_requested
 
-    known = FeatureTable.load().models
+    sizer = Sizer(Estimator.load())
+    h100 = NodeGpus("NVIDIA-H100-80GB-HBM3", "H100-80GB", 8, 81559)
+    seen = set()
     for path in sorted((K8S / "examples").glob("*.yaml")):
         (doc,) = _documents(path)
         template = doc["spec"]["template"]
         assert template["spec"]["schedulerName"] == "schedtune-scheduler"
-        demand = parse_demand(PodInfo("uid", "pod", "default", template["metadata"]["annotations"]))
-        assert demand is not None and demand.model in known, path.name
+        pod = PodInfo("uid", "pod", "default", template["metadata"]["annotations"],
+                      gpus_requested(template["spec"]))
+        demand = parse_demand(pod)
+        assert demand is not None, path.name
+        need = sizer.needs(demand, [h100], {})["H100-80GB"]
+        assert 0 < need.padded_mib <= h100.memory_mib and need.gpus == max(1, pod.gpus)
+        seen.add("declared" if not demand.model else "transformer" if need.basis else "model")
+        seen.add(f"{need.gpus} gpus")
+    assert seen >= {"declared", "transformer", "model", "1 gpus", "4 gpus"}
