@@ -14,10 +14,22 @@ from extender.state.store import RedisStore
 
 
 def cluster_status(store: RedisStore, limits: Limits, now: float) -> dict[str, Any]:
-    """``{"nodes": queue_report(...), "waiting": waiting_report(...)}`` at `now` (epoch s).
+    """``{"nodes": queue_report(...), "waiting": waiting_report(...), "floors": ...}`` at
+    `now` (epoch s); floors: the least each job type reserves after an OOM kill of it.
 
-    Three reads, not one snapshot: a job bound between them may be missing from its GPU
-    while its pod still shows as waiting. Raises `StoreUnavailable` when Redis is down.
+    Separate reads, not one snapshot: a job bound between them may be missing from its
+    GPU while its pod still shows as waiting. Raises `StoreUnavailable` when Redis is down.
     """
     nodes = queue_report(store.node_layouts(), store.jobs(), limits, now)
-    return {"nodes": nodes, "waiting": waiting_report(store.waiters(now), now)}
+    return {"nodes": nodes, "waiting": waiting_report(store.waiters(now), now),
+            "floors": floors_report(store.floors())}
+
+
+def floors_report(floors: dict[str, float]) -> list[dict[str, Any]]:
+    """The OOM corrections in force, one per job type (model, task, batch, GPU type)."""
+    rows = []
+    for key, mib in sorted(floors.items()):
+        model, task, batch, gpu_type = (key.split("|") + ["", "", "", ""])[:4]
+        rows.append({"model": model, "task": task, "batch": batch, "gpu_type": gpu_type,
+                     "floor_mib": round(mib, 1)})
+    return rows

@@ -4,6 +4,7 @@ the collocation limit, and the queue delay (Eq. 1) a new job would see.
     schedtune queues                    # every node, as a table
     schedtune queues --node gpu-node-0 --json
     schedtune queues --waiting          # pods that fit nowhere, oldest first
+    schedtune queues --floors           # what OOM kills taught: the least a job type reserves
 
 Reads REDIS_URL (or --redis), else the embedded server of `schedtune serve` in
 EXTENDER_STATE_DIR (./var). Collocation limits come from the same EXTENDER_* variables
@@ -54,11 +55,19 @@ def render_waiting(waiting: list[dict]) -> str:
     return "\n".join(lines) if lines else "no pod is waiting"
 
 
+def render_floors(floors: list[dict]) -> str:
+    lines = [f"{f['model']:<20} {f['task']:<9} batch {f['batch']:>5} on {f['gpu_type']:<12} "
+             f"reserves at least {f['floor_mib']:>8.0f} MiB (after an OOM kill)" for f in floors]
+    return "\n".join(lines) if lines else "no OOM corrections: no job type was OOM-killed"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--node", help="only this node")
     parser.add_argument("--waiting", action="store_true",
                         help="the pods waiting for room (the oldest may hold a GPU)")
+    parser.add_argument("--floors", action="store_true",
+                        help="the OOM corrections in force: per job type, the least it reserves")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--redis", help="Redis URL (default: REDIS_URL, else the embedded one)")
     args = parser.parse_args(argv)
@@ -72,6 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     except StoreUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    if args.floors:
+        floors = status["floors"]
+        print(json.dumps(floors, indent=2) if args.json else render_floors(floors))
+        return 0
     if args.waiting:
         waiting = status["waiting"]
         print(json.dumps(waiting, indent=2) if args.json else render_waiting(waiting))

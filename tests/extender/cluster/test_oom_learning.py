@@ -4,6 +4,7 @@ monitor fed the pod as the API server reports it, the extender over its HTTP rou
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
@@ -79,6 +80,22 @@ def test_the_retry_of_a_killed_job_reserves_more_in_every_replica(
     monitor.on_event("MODIFIED", _oom_killed(retry))
     monitor.on_event("MODIFIED", _oom_killed(retry))
     assert store.floors() == {VGG32: next_floor(floor)}
+
+
+def test_queues_shows_the_corrections_oom_kills_made(store, monkeypatch, redis_url,
+                                                     capsys) -> None:
+    from scripts import queues
+
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    assert queues.main(["--floors"]) == 0
+    assert "no OOM corrections" in capsys.readouterr().out
+    store.raise_floor(VGG32, 12345.0)
+    assert queues.main(["--floors", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [
+        {"model": "vgg16", "task": "train", "batch": "32", "gpu_type": "RTX-3090",
+         "floor_mib": 12345.0}]
+    assert queues.main(["--floors"]) == 0
+    assert "reserves at least    12345 MiB" in capsys.readouterr().out
 
 
 def test_a_floor_only_rises_and_unreadable_floors_are_ignored(store, redis_client) -> None:
