@@ -145,13 +145,27 @@ def test_a_four_gpu_pod_holds_four_gpus_and_is_released_whole(client, binder, st
     assert not any(uid in members for members in store.queues().values())
 
 
-def test_a_multi_gpu_bind_is_all_or_nothing(client, binder, store) -> None:
-    store.put_node("eight", EIGHT_LAYOUT)
-    for index in range(6):  # six GPUs full: two left, the pod needs three
+def _fill(store, gpus: range) -> None:
+    for index in gpus:
         store.reserve(JobRecord(f"full-{index}", "p", "default", "vgg16", "train", "eight", -1,
                                 40000.0, 60.0, "bound", 1.0), [(index, 40960.0, 4)], 1.0, 0)
+
+
+def test_filter_passes_a_node_only_with_k_gpus_that_have_room(client, store) -> None:
+    store.put_node("eight", EIGHT_LAYOUT)
+    _fill(store, range(6))  # two GPUs left
+    assert _passed(_filter(client, make_pod(model="resnet50", batch=64, gpus=2), [EIGHT])) == [
+        "eight"]
+    out = _filter(client, make_pod(model="resnet50", batch=96, gpus=3), [EIGHT])
+    assert _passed(out) == [] and "eight" in out["FailedNodes"]  # room may come: resolvable
+    assert "3" in out["FailedNodes"]["eight"] and "2" in out["FailedNodes"]["eight"]
+
+
+def test_a_multi_gpu_bind_is_all_or_nothing(client, binder, store) -> None:
+    store.put_node("eight", EIGHT_LAYOUT)
     pod = make_pod(model="resnet50", batch=96, gpus=3)
     _filter(client, pod, [EIGHT])
+    _fill(store, range(6))  # filled after filter: two GPUs left, the pod needs three
     res = client.post("/bind", json=bind_args(pod, "eight")).get_json()
     assert "fewer than 3 GPUs on eight have room" in res["Error"]
     assert store.job(pod["metadata"]["uid"]) is None
