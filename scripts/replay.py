@@ -185,11 +185,10 @@ def _many(args: argparse.Namespace, workload: str, jobs, nodes, scenario: Scenar
           world) -> dict:
     orders = _orders(args, workload, jobs)
 
-    def progress(done: dict) -> None:
-        if not args.json:
-            figures = ", ".join(f"{p} {r['makespan_s']:.0f}/{r['avg_jct_s'] or 0:.0f}"
-                                for p, r in done["policies"].items())
-            print(f"order {done['order']}: makespan/avg JCT {figures}", file=sys.stderr)
+    def progress(done: dict) -> None:  # a log line on stderr, --json or not
+        figures = ", ".join(f"{p} {r['makespan_s']:.0f}/{r['avg_jct_s'] or 0:.0f}"
+                            for p, r in done["policies"].items())
+        print(f"order {done['order']}: makespan/avg JCT {figures}", file=sys.stderr, flush=True)
 
     with replay_redis(os.environ) as redis_url:
         per_order = run_orders(orders, nodes, args.policies, scenario, redis_url,
