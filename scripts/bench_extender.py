@@ -1,11 +1,18 @@
 """Extender latency against a no-op extender, measured in the same run on the same machine.
 
     schedtune bench --nodes 100 --mode full --json
-    schedtune bench --nodes 1000 --mode names --pods 200
+    schedtune bench --nodes 1000 5000 --mode names --pods 200
 
-Starts both under gunicorn (same worker count) on 127.0.0.1, then replays
-filter + prioritize for a stream of annotated pods against each, one pod at a
-time as kube-scheduler does. Prints per-pod milliseconds, the ratio and p99.
+Per case (node count), starts both under gunicorn (same worker count) on
+127.0.0.1 and replays filter + prioritize for a stream of annotated pods, one
+pod at a time as kube-scheduler does, alternating pod by pod between the no-op
+and ours so both see the same load on a shared machine. Prints per-pod
+milliseconds (mean, p50, p99), the ratio of the means, and where ours spends its
+time: the same bodies replayed in-process through the verbs' public pieces
+(parse: depth scan, JSON, decode; state sync: the snapshot; estimation: needs
+per GPU type; decision; write: the filter record; encode: the answer as bytes),
+each as a share of their sum, with the whole verb timed through the service
+beside it (`service` minus the pieces inside it: its own overhead).
 """
 
 from __future__ import annotations
@@ -14,13 +21,17 @@ import argparse
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import orjson
 import requests
 
 # Run as `python scripts/bench_extender.py`, Python puts scripts/ first on the path, where
@@ -28,12 +39,23 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from chaos.processes import free_port  # noqa: E402
-from extender.state.embedded_redis import EmbeddedRedis  # noqa: E402
+from estimator.predict import Estimator  # noqa: E402
+from extender.core import filtering, prioritizing  # noqa: E402
+from extender.core.annotations import parse_demand  # noqa: E402
+from extender.core.gpu_table import distinct_layouts  # noqa: E402
+from extender.core.job import PodJob  # noqa: E402
 from extender.model import JobRecord  # noqa: E402
+from extender.service import Scheduler  # noqa: E402
+from extender.settings import Settings  # noqa: E402
+from extender.sizing import Sizer, check_fits_somewhere  # noqa: E402
+from extender.state.embedded_redis import EmbeddedRedis  # noqa: E402
+from extender.state.store import RedisStore  # noqa: E402
+from extender.web.http_io import json_depth  # noqa: E402
+from extender.wire import kube as wire_kube  # noqa: E402
 from extender.wire.builders import gfd_node, pod_object  # noqa: E402
 from extender.wire.kube import encode_extender_args  # noqa: E402
 from extender.wire.node_labels import gpus_from_node  # noqa: E402
-from extender.state.store import RedisStore  # noqa: E402
+from extender.wire.objects import NodeLayouts  # noqa: E402
 
 PRODUCTS = [("NVIDIA-GeForce-RTX-3090", 24576), ("NVIDIA-A100-SXM4-40GB", 40960),
             ("Tesla-T4", 15360), ("NVIDIA-H100-80GB-HBM3", 81559), ("NVIDIA-L4", 23034)]
@@ -130,80 +152,185 @@ def serve(app: str, port: int, env: dict[str, str]) -> subprocess.Popen:
     raise RuntimeError(f"{app} did not start on port {port}")
 
 
-def replay(port: int, bodies: list[bytes]) -> list[float]:
-    session = requests.Session()
-    headers = {"Content-Type": "application/json"}
-    times = []
-    for body in bodies:
-        started = time.perf_counter()
-        for verb in ("filter", "prioritize"):
-            res = session.post(f"http://127.0.0.1:{port}/{verb}", data=body, headers=headers,
-                               timeout=30)
-            res.raise_for_status()
-        times.append((time.perf_counter() - started) * 1e3)
+def post_pod(session: requests.Session, port: int, body: bytes) -> float:
+    """Milliseconds for one pod's filter then prioritize."""
+    started = time.perf_counter()
+    for verb in ("filter", "prioritize"):
+        res = session.post(f"http://127.0.0.1:{port}/{verb}", data=body,
+                           headers={"Content-Type": "application/json"}, timeout=60)
+        res.raise_for_status()
+    return (time.perf_counter() - started) * 1e3
+
+
+def replay(ports: tuple[int, int], bodies: list[bytes]) -> tuple[list[float], list[float]]:
+    """Per-pod milliseconds on each of two servers, pod by pod in turn (which goes first
+    alternates), so slow spells of a shared machine hit both alike."""
+    sessions = (requests.Session(), requests.Session())
+    times: tuple[list[float], list[float]] = ([], [])
+    for i, body in enumerate(bodies):
+        for side in ((0, 1) if i % 2 == 0 else (1, 0)):
+            times[side].append(post_pod(sessions[side], ports[side], body))
     return times
+
+
+PHASES = ("parse", "state sync", "estimation", "decision", "write", "encode")
+
+
+def phase_profile(url: str, bodies: list[bytes], now: Callable[[], float]) -> dict[str, Any]:
+    """Median milliseconds per pod (filter + prioritize) of each phase, in-process."""
+    settings = Settings(redis_url=url, bind_mode="record")
+    store = RedisStore.from_url(url)
+    estimator = Estimator.load(design=settings.estimator_design)
+    estimator.warm()
+    sizer = Sizer(estimator, settings.declared_default_s)
+    scheduler = Scheduler(settings, RedisStore.from_url(url), estimator)
+    layouts = NodeLayouts()
+    samples: dict[str, list[float]] = {name: [] for name in (*PHASES, "service")}
+    for body in bodies:
+        spent = dict.fromkeys(samples, 0.0)
+        for verb in ("filter", "prioritize"):
+            clock = _Clock()
+            json_depth(body)
+            args = wire_kube.decode_args(orjson.loads(body), layouts)
+            spent["parse"] += clock.lap()
+            demand = parse_demand(args.pod)
+            assert demand is not None, "bench pods are annotated"
+            snapshot = store.snapshot(args.nodes, now())
+            spent["state sync"] += clock.lap()
+            kinds = distinct_layouts(snapshot.nodes)
+            needs = sizer.needs(demand, kinds, snapshot.floors)
+            check_fits_somewhere(demand, needs, kinds)
+            spent["estimation"] += clock.lap()
+            job = PodJob(demand, snapshot, needs)
+            if verb == "filter":
+                decision = filtering.decide_filter(job, args.nodes, settings)
+                spent["decision"] += clock.lap()
+                if decision.record is not None:
+                    store.record_filter(decision.record, settings.demand_ttl_s, decision.waiter,
+                                        snapshot.now, settings.wait_ttl_s, decision.told)
+                spent["write"] += clock.lap()
+                orjson.dumps(wire_kube.encode_filter(args, decision.verdicts))
+            else:
+                scores = prioritizing.decide_scores(job, args.nodes, settings)
+                spent["decision"] += clock.lap()
+                orjson.dumps(wire_kube.encode_priorities(scores))
+            spent["encode"] += clock.lap()
+            if verb == "filter":
+                scheduler.filter(args.pod, args.nodes)
+            else:
+                scheduler.prioritize(args.pod, args.nodes)
+            spent["service"] += clock.lap()
+        for name, ms in spent.items():
+            samples[name].append(ms)
+    medians = {name: statistics.median(values) for name, values in samples.items()}
+    pieces = sum(medians[name] for name in PHASES)
+    inside = sum(medians[name] for name in ("state sync", "estimation", "decision", "write"))
+    return {"ms_per_pod": {name: round(medians[name], 3) for name in PHASES},
+            "share": {name: round(medians[name] / pieces, 3) for name in PHASES},
+            "pieces_ms": round(pieces, 3), "service_ms": round(medians["service"], 3),
+            "service_overhead_ms": round(medians["service"] - inside, 3)}
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self._last = time.perf_counter()
+
+    def lap(self) -> float:
+        """Milliseconds since the last lap."""
+        now = time.perf_counter()
+        spent, self._last = (now - self._last) * 1e3, now
+        return spent
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def run_case(nodes_count: int, args: argparse.Namespace) -> dict[str, Any]:
+    rng = random.Random(42)
+    nodes = make_nodes(nodes_count, rng)
+    names = [n["metadata"]["name"] for n in nodes]
+    bodies = [orjson.dumps(encode_extender_args(make_pod(rng), nodes) if args.mode == "full"
+                           else encode_extender_args(make_pod(rng), node_names=names))
+              for _ in range(args.pods)]
+    with tempfile.TemporaryDirectory() as tmp:
+        redis = EmbeddedRedis(Path(tmp) / "redis")
+        url = redis.start()
+        try:
+            store = RedisStore.from_url(url)
+            for n in nodes:  # what the node watcher would have recorded
+                store.put_node(n["metadata"]["name"],
+                               gpus_from_node(n["metadata"]["labels"], n["status"]["allocatable"]))
+            busy_gpus = occupy(store, nodes, args.busy, rng)
+            env = {**os.environ, "REDIS_URL": url, "EXTENDER_WORKERS": str(args.workers),
+                   "EXTENDER_BIND": "record", "EXTENDER_NODE_WATCH": "0",
+                   "EXTENDER_LOG_LEVEL": "WARNING", "PROMETHEUS_MULTIPROC_DIR": tmp}
+            ports = (free_port(), free_port())
+            procs = [serve("scripts.noop_extender:create_app()", ports[0], env),
+                     serve("extender.web.app:create_app()", ports[1], env)]
+            try:
+                replay(ports, bodies[:10])  # warm both
+                noop, ours = replay(ports, bodies)
+            finally:
+                for proc in procs:
+                    proc.terminate()
+                    proc.wait(timeout=10)
+            phases = phase_profile(url, bodies[:args.phase_pods], time.time) \
+                if args.phase_pods else None
+        finally:
+            redis.stop()
+    return {
+        "nodes": nodes_count, "mode": args.mode, "pods": args.pods, "busy_gpus": busy_gpus,
+        "body_kb": round(sum(map(len, bodies)) / len(bodies) / 1024, 1),
+        "noop_ms_per_pod": round(statistics.fmean(noop), 2),
+        "noop_p50_ms": round(percentile(noop, 0.5), 2),
+        "noop_p99_ms": round(percentile(noop, 0.99), 2),
+        "extender_ms_per_pod": round(statistics.fmean(ours), 2),
+        "p50_ms": round(percentile(ours, 0.5), 2), "p99_ms": round(percentile(ours, 0.99), 2),
+        "ratio": round(sum(ours) / sum(noop), 2),
+        "ratio_p50": round(percentile(ours, 0.5) / percentile(noop, 0.5), 2),
+        "phases": phases,
+    }
+
+
+def table(cases: list[dict[str, Any]]) -> str:
+    lines = ["| case | no-op | extender | ratio | p50 | p99 | "
+             + " | ".join(PHASES) + " | in-process | service overhead |",
+             "|---" * (8 + len(PHASES)) + "|"]
+    for c in cases:
+        profile = c["phases"]
+        shares = (" | ".join(f"{100 * profile['share'][p]:.0f} %" for p in PHASES)
+                  + f" | {profile['pieces_ms']:.2f} ms | {profile['service_overhead_ms']:.2f} ms"
+                  ) if profile else " | ".join("-" for _ in range(len(PHASES) + 2))
+        lines.append(f"| {c['nodes']} nodes, {c['mode']} | {c['noop_ms_per_pod']} ms | "
+                     f"{c['extender_ms_per_pod']} ms | {c['ratio']} | {c['p50_ms']} ms | "
+                     f"{c['p99_ms']} ms | {shares} |")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nodes", type=int, default=100)
+    parser.add_argument("--nodes", type=int, nargs="+", default=[100],
+                        help="node counts, one case each (default 100)")
     parser.add_argument("--mode", choices=("full", "names"), default="full")
     parser.add_argument("--pods", type=int, default=200)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--busy", type=float, default=0.3,
                         help="fraction of GPUs that already run a job (default 0.3)")
+    parser.add_argument("--phase-pods", type=int, default=50,
+                        help="pods replayed in-process for the phase profile (0: none)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    if not 1 <= args.nodes <= 20000 or not 1 <= args.pods <= 100000:
+    if not all(1 <= n <= 20000 for n in args.nodes) or not 1 <= args.pods <= 100000:
         parser.error("--nodes must be 1..20000 and --pods 1..100000")
-    if not 0 <= args.busy <= 1:
-        parser.error("--busy must be a fraction in 0..1")
-
-    rng = random.Random(42)
-    nodes = make_nodes(args.nodes, rng)
-    bodies = []
-    for _ in range(args.pods):
-        pod = make_pod(rng)
-        body = (encode_extender_args(pod, nodes) if args.mode == "full" else
-                encode_extender_args(pod, node_names=[n["metadata"]["name"] for n in nodes]))
-        bodies.append(json.dumps(body).encode())
-
-    with tempfile.TemporaryDirectory() as tmp:
-        redis = EmbeddedRedis(Path(tmp) / "redis")
-        url = redis.start()
-        store = RedisStore.from_url(url)
-        for n in nodes:  # what the node watcher would have recorded
-            store.put_node(n["metadata"]["name"], gpus_from_node(n["metadata"]["labels"],
-                                                                 n["status"]["allocatable"]))
-        busy_gpus = occupy(store, nodes, args.busy, rng)
-        env = {**os.environ, "REDIS_URL": url, "EXTENDER_WORKERS": str(args.workers),
-               "EXTENDER_BIND": "record", "EXTENDER_NODE_WATCH": "0",
-               "EXTENDER_LOG_LEVEL": "WARNING", "PROMETHEUS_MULTIPROC_DIR": tmp}
-        ours_port, noop_port = free_port(), free_port()
-        procs = [serve("extender.web.app:create_app()", ours_port, env),
-                 serve("scripts.noop_extender:create_app()", noop_port, env)]
-        try:
-            replay(noop_port, bodies[:10])  # warm both
-            replay(ours_port, bodies[:10])
-            noop = replay(noop_port, bodies)
-            ours = replay(ours_port, bodies)
-        finally:
-            for proc in procs:
-                proc.terminate()
-                proc.wait(timeout=10)
-            redis.stop()
-
-    ours.sort()
-    result = {
-        "nodes": args.nodes, "mode": args.mode, "pods": args.pods, "busy_gpus": busy_gpus,
-        "body_kb": round(sum(map(len, bodies)) / len(bodies) / 1024, 1),
-        "noop_ms_per_pod": round(sum(noop) / len(noop), 2),
-        "extender_ms_per_pod": round(sum(ours) / len(ours), 2),
-        "ratio": round(sum(ours) / sum(noop), 2),
-        "p99_ms": round(ours[min(len(ours) - 1, int(0.99 * len(ours)))], 2),
-    }
-    print(json.dumps(result) if args.json else
-          "\n".join(f"{k:>20}: {v}" for k, v in result.items()))
+    if not 0 <= args.busy <= 1 or not 0 <= args.phase_pods <= args.pods:
+        parser.error("--busy must be a fraction in 0..1 and --phase-pods 0..--pods")
+    cases = []
+    for count in args.nodes:
+        cases.append(run_case(count, args))
+        print(f"{count} nodes ({args.mode}): ratio {cases[-1]['ratio']}", file=sys.stderr)
+    print(json.dumps({"cases": cases}) if args.json else table(cases))
     return 0
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -100,22 +101,17 @@ def node_verdict(node: NodeState, needs: Mapping[str, Need], limits: Limits,
 def _judge(table: GpuTable, fit: Fit, holds: Holds) -> tuple[list[Verdict], np.ndarray]:
     """A verdict per node of `table`, in order (one `Verdict` per distinct outcome), and
     which nodes pass."""
-    out = np.empty(len(table.names), dtype=object)
-    layout = table.node_layout
     # Whole layouts that can never take the job: no layout, a problem, too small a card.
-    settled = np.zeros(len(table.names), dtype=bool)
-    for i, gpus in enumerate(table.layouts):
-        verdict = _layout_verdict(gpus, fit.needs[i])
-        if verdict is not None:
-            mask = layout == i
-            out[mask] = verdict
-            settled |= mask
+    verdicts = [_layout_verdict(g, n) for g, n in zip(table.layouts, fit.needs, strict=True)]
+    out = _objects(verdicts)[table.node_layout]
+    settled = np.array([v is not None for v in verdicts], dtype=bool)[table.node_layout]
     gpus_needed = table.per_node(fit.gpus[table.seg_starts], 1)
     fits = ~settled & (fit.room_count >= gpus_needed)
-    for index in np.unique(fit.best_index[fits[table.seg_nodes]]).tolist():
-        mask = fits.copy()
-        mask[table.seg_nodes] &= fit.best_index == index
-        out[mask] = Verdict(True, gpu_index=int(index))
+    if fits.any():
+        passing = np.flatnonzero(fits)
+        best = fit.best_index[table.node_seg[passing]]
+        out[passing] = _objects([Verdict(True, gpu_index=i)
+                                 for i in range(int(best.max()) + 1)])[best]
     failing = ~settled & ~fits
     if holds and failing.any():
         for position, verdict in _held_verdicts(table, fit, holds, failing).items():
@@ -124,6 +120,12 @@ def _judge(table: GpuTable, fit: Fit, holds: Holds) -> tuple[list[Verdict], np.n
     if failing.any():
         _failing_verdicts(table, fit, failing, out)
     return out.tolist(), fits
+
+
+def _objects(values: list[Any]) -> np.ndarray:
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    return array
 
 
 def _layout_verdict(gpus: NodeGpus | None, need: Need | None) -> Verdict | None:
@@ -172,29 +174,29 @@ def _held_verdicts(table: GpuTable, fit: Fit, holds: Holds,
 
 def _failing_verdicts(table: GpuTable, fit: Fit, failing: np.ndarray, out: np.ndarray) -> None:
     """Reasons for nodes short of room: the collocation limit everywhere, or the memory of
-    the roomiest GPU (most free among those below the limit, first in GPU order)."""
+    the roomiest GPU (most free among those below the limit, first in GPU order); one
+    `Verdict` per distinct reason."""
     below = table.gpu_jobs < fit.limit
-    any_below = table.per_node(table.segment_max(below), False)
-    roomiest_free = table.segment_max(np.where(below, table.gpu_free, -np.inf))
-    roomiest = table.first_row(below & (table.gpu_free == roomiest_free[table.gpu_seg]))
-    seg_of_node = np.full(len(table.names), -1)
-    seg_of_node[table.seg_nodes] = np.arange(len(table.seg_nodes))
-    groups: dict[tuple[int, int, float, int], Verdict] = {}
+    roomiest = np.full(len(table.seg_nodes), -1)
+    segments, rows = table.first_in_order(below, table.roomy_order)
+    roomiest[segments] = rows
     positions = np.flatnonzero(failing)
-    segs = seg_of_node[positions]
-    rows = np.where(any_below[positions], roomiest[segs], -1)
-    keys = zip(table.node_layout[positions].tolist(), fit.room_count[positions].tolist(),
-               np.where(rows >= 0, table.gpu_free[rows], 0.0).tolist(),
-               np.where(rows >= 0, table.gpu_index[rows], -1).tolist(), strict=True)
-    verdicts = []
-    for key in keys:
-        verdict = groups.get(key)
-        if verdict is None:
-            verdict = groups[key] = _short_verdict(table, fit, *key)
-        verdicts.append(verdict)
-    column = np.empty(len(verdicts), dtype=object)
-    column[:] = verdicts
-    out[positions] = column
+    rows = roomiest[table.node_seg[positions]]
+    columns = (table.node_layout[positions], fit.room_count[positions],
+               np.where(rows >= 0, table.gpu_free[rows], 0.0),
+               np.where(rows >= 0, table.gpu_index[rows], -1))
+    order = np.lexsort(columns[::-1])
+    new = np.zeros(len(order), dtype=bool)
+    new[0] = True
+    for column in columns:
+        ordered = column[order]
+        new[1:] |= ordered[1:] != ordered[:-1]
+    firsts = order[new]
+    which = np.empty(len(order), dtype=np.int64)
+    which[order] = np.cumsum(new) - 1
+    verdicts = [_short_verdict(table, fit, layout, room, free, index) for layout, room, free, index
+                in zip(*(column[firsts].tolist() for column in columns), strict=True)]
+    out[positions] = _objects(verdicts)[which]
 
 
 def _short_verdict(table: GpuTable, fit: Fit, layout: int, room: int, free: float,

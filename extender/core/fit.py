@@ -92,10 +92,9 @@ def _fit_rows(table: GpuTable, needs: Mapping[str, Need], limits: Limits,
             need = layout_needs[int(table.node_layout[position])]
             assert need is not None
             room[row] = has_room(gpu, need, int(row_limit[row]), hold)
-    room_count = table.per_node(table.segment_sum(room.astype(np.int64)), 0)
-    free = np.where(room, table.gpu_free, np.inf)
-    tightest = table.segment_min(free)
-    best = room & (table.gpu_free == tightest[table.gpu_seg])
-    best_index = table.segment_min(np.where(best, table.gpu_index, NO_INDEX))
+    room_count = table.per_node(table.count_per_segment(room), 0)
+    best_index = np.full(len(table.seg_nodes), NO_INDEX)
+    segments, best = table.first_in_order(room, table.fit_order)
+    best_index[segments] = table.gpu_index[best]
     return Fit(layout_needs, layout_limits, row_padded, work[rows], row_limit, count[rows],
                room, room_count, best_index)

@@ -3,8 +3,8 @@
 A `GpuTable` holds the request's nodes in request order, each with its layout
 (an index into a short list of distinct layouts), and every GPU of them as a
 row (node order, then GPU order): its index, memory, free MiB, job count and
-where its jobs sit in packed job arrays (reserved MiB, predicted seconds,
-start; queue order). Decisions then cost array operations, not Python per node.
+where its jobs sit in packed `Jobs` arrays (queue order). Decisions then cost
+array operations, not Python per node.
 
 It is also the snapshot's ``Mapping[str, NodeState]``: a `NodeState` is only
 materialised when something asks for one node (a reason naming a held GPU, bind,
@@ -16,8 +16,8 @@ prioritize of one pod share work on the same table.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence, ValuesView
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -25,6 +25,24 @@ from extender.model import GpuState, NodeGpus, NodeState, QueuedJob
 
 IntArray = np.ndarray
 FloatArray = np.ndarray
+StateCache = dict[str, tuple[int, NodeState]]  # node -> (the version it shows, its state)
+
+
+class Jobs(NamedTuple):
+    """Packed job columns (a GPU row's jobs are `count` slots from its `job_start`)."""
+
+    mib: FloatArray
+    predicted_s: FloatArray
+    started_at: FloatArray
+    expires_at: FloatArray
+    uid: Sequence[str]
+
+    @classmethod
+    def of(cls, jobs: Sequence[QueuedJob]) -> Jobs:
+        columns = list(zip(*jobs, strict=True)) or [(), (), (), (), ()]
+        uid, mib, predicted, started, expires = columns
+        return cls(np.array(mib, dtype=float), np.array(predicted, dtype=float),
+                   np.array(started, dtype=float), np.array(expires, dtype=float), list(uid))
 
 
 class GpuTable(Mapping[str, NodeState]):
@@ -33,42 +51,50 @@ class GpuTable(Mapping[str, NodeState]):
     Per node (request order): `node_layout` (index into `layouts`; a `None` layout is
     a node without one), `node_start`, `node_rows` (its GPU rows). Per GPU row:
     `gpu_node` (node position), `gpu_index`, `gpu_capacity`, `gpu_free` (MiB, as
-    `GpuState.free_mib`), `gpu_jobs`, `job_start` (into `job_mib`, `job_predicted`,
-    `job_started`, which may hold other rows' jobs too).
+    `GpuState.free_mib`), `gpu_jobs`, `job_start` (into `jobs`, which may hold other
+    rows' jobs too). Segments are the nodes with GPU rows (`seg_nodes`, `gpu_seg`,
+    `node_seg`: -1 for a node without).
 
-    A `NodeState` comes from `state_of` when given, else is rebuilt from the rows and
-    the jobs' `job_uid` and `job_expires`."""
+    Two orders of the rows, node by node: `fit_order` (best fit first: free MiB, then
+    GPU index, as `room.usable_gpus` sorts) and `roomy_order` (most free first, then
+    GPU order, as `max` finds the roomiest), from each row's rank within its node
+    (`fit_rank`, `roomy_rank`: given by the worker's arrays, else sorted here).
+
+    A node's `NodeState` is rebuilt from its rows; `states` (shared between tables, with
+    `node_version`: what each node shows) keeps one per node and version.
+    """
 
     def __init__(self, names: Sequence[str], layouts: Sequence[NodeGpus | None],
                  node_layout: IntArray, node_rows: IntArray, gpu_index: IntArray,
                  gpu_capacity: FloatArray, gpu_free: FloatArray, gpu_jobs: IntArray,
-                 job_start: IntArray, job_mib: FloatArray, job_predicted: FloatArray,
-                 job_started: FloatArray, state_of: Callable[[str], NodeState] | None = None,
-                 job_uid: Sequence[str] = (), job_expires: FloatArray | None = None) -> None:
-        self.names = list(names)
-        self.layouts = list(layouts)
-        self.node_layout = node_layout
-        self.node_rows = node_rows
+                 job_start: IntArray, jobs: Jobs, *, fit_rank: IntArray | None = None,
+                 roomy_rank: IntArray | None = None, states: StateCache | None = None,
+                 node_version: IntArray | None = None) -> None:
+        self.names = names if isinstance(names, list) else list(names)
+        self.layouts = layouts
+        self.node_layout, self.node_rows = node_layout, node_rows
         self.node_start = np.cumsum(node_rows, dtype=np.int64) - node_rows
         self.gpu_node = np.repeat(np.arange(len(self.names)), node_rows)
-        self.gpu_index = gpu_index
-        self.gpu_capacity = gpu_capacity
-        self.gpu_free = gpu_free
-        self.gpu_jobs = gpu_jobs
-        self.job_start = job_start
-        self.job_mib = job_mib
-        self.job_predicted = job_predicted
-        self.job_started = job_started
+        self.gpu_index, self.gpu_capacity, self.gpu_free = gpu_index, gpu_capacity, gpu_free
+        self.gpu_jobs, self.job_start, self.jobs = gpu_jobs, job_start, jobs
         self.gpu_layout = node_layout[self.gpu_node]
         has_rows = node_rows > 0
-        self.seg_nodes = np.flatnonzero(has_rows)  # nodes with at least one GPU row
+        self.seg_nodes = np.flatnonzero(has_rows)
         self.seg_starts = self.node_start[has_rows]
         self.gpu_seg = np.repeat(np.arange(len(self.seg_nodes)), node_rows[has_rows])
+        self.node_seg = np.full(len(self.names), -1)
+        self.node_seg[self.seg_nodes] = np.arange(len(self.seg_nodes))
+        row_start = self.node_start[self.gpu_node]
+        if fit_rank is None:
+            fit_rank = _ranks(self.gpu_node, row_start, (gpu_index, gpu_free))
+        if roomy_rank is None:
+            local = np.arange(len(gpu_index)) - row_start
+            roomy_rank = _ranks(self.gpu_node, row_start, (local, -gpu_free))
+        self.fit_order = _order(row_start, fit_rank)
+        self.roomy_order = _order(row_start, roomy_rank)
         self.memo: dict[Any, Any] = {}
-        self._state_of = state_of or self._rebuilt
-        self._job_uid = job_uid
-        self._job_expires = job_expires
-        self._states: dict[str, NodeState] = {}
+        self._states: StateCache = {} if states is None else states
+        self._node_version = node_version
         self._positions: dict[str, int] | None = None
         self._names_array: np.ndarray | None = None
 
@@ -80,32 +106,29 @@ class GpuTable(Mapping[str, NodeState]):
         layout_ids: dict[NodeGpus | None, int] = {}
         node_layout, node_rows = [], []
         rows: list[tuple[int, float, float, int, int]] = []
-        mib: list[float] = []
-        predicted: list[float] = []
-        started: list[float] = []
+        jobs: list[QueuedJob] = []
         for state in nodes.values():
             node_layout.append(layout_ids.setdefault(state.gpus, len(layout_ids)))
             node_rows.append(len(state.gpu_states))
             for gpu in state.gpu_states:
-                rows.append((gpu.index, gpu.capacity_mib, gpu.free_mib, len(gpu.jobs), len(mib)))
-                for job in gpu.jobs:
-                    mib.append(job.reserved_mib)
-                    predicted.append(job.predicted_s)
-                    started.append(job.started_at)
-        columns = list(zip(*rows, strict=True)) or [(), (), (), (), ()]
-        return cls(list(nodes), list(layout_ids), np.array(node_layout, dtype=np.int64),
-                   np.array(node_rows, dtype=np.int64), np.array(columns[0], dtype=np.int64),
-                   np.array(columns[1], dtype=float), np.array(columns[2], dtype=float),
-                   np.array(columns[3], dtype=np.int64), np.array(columns[4], dtype=np.int64),
-                   np.array(mib, dtype=float), np.array(predicted, dtype=float),
-                   np.array(started, dtype=float), nodes.__getitem__)
+                rows.append((gpu.index, gpu.capacity_mib, gpu.free_mib, len(gpu.jobs), len(jobs)))
+                jobs.extend(gpu.jobs)
+        index, capacity, free, count, start = list(zip(*rows, strict=True)) or [()] * 5
+        table = cls(list(nodes), list(layout_ids), np.array(node_layout, dtype=np.int64),
+                    np.array(node_rows, dtype=np.int64), np.array(index, dtype=np.int64),
+                    np.array(capacity, dtype=float), np.array(free, dtype=float),
+                    np.array(count, dtype=np.int64), np.array(start, dtype=np.int64),
+                    Jobs.of(jobs))
+        table._states = {name: (0, state) for name, state in nodes.items()}
+        return table
 
     # --- Mapping[str, NodeState] ---------------------------------------------------------
 
     def __getitem__(self, name: str) -> NodeState:
-        if name not in self.positions:
+        position = self.positions.get(name)
+        if position is None:
             raise KeyError(name)
-        return self._state_of(name)
+        return self._state(name, position)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names)
@@ -116,7 +139,10 @@ class GpuTable(Mapping[str, NodeState]):
     def __contains__(self, name: object) -> bool:
         return name in self.positions
 
-    # --- helpers for decisions -----------------------------------------------------------
+    def values(self) -> ValuesView[NodeState]:
+        return _States(self)
+
+    # --- for decisions -------------------------------------------------------------------
 
     @property
     def positions(self) -> dict[str, int]:
@@ -136,27 +162,9 @@ class GpuTable(Mapping[str, NodeState]):
     def layout_of(self, position: int) -> NodeGpus | None:
         return self.layouts[int(self.node_layout[position])]
 
-    def _rebuilt(self, name: str) -> NodeState:
-        """The node's state from the rows (kept: asked again for the same node)."""
-        state = self._states.get(name)
-        if state is None:
-            position = self.positions[name]
-            start = int(self.node_start[position])
-            gpus = []
-            for row in range(start, start + int(self.node_rows[position])):
-                first, count = int(self.job_start[row]), int(self.gpu_jobs[row])
-                jobs = tuple(QueuedJob(self._job_uid[j], float(self.job_mib[j]),
-                                       float(self.job_predicted[j]), float(self.job_started[j]),
-                                       float(self._job_expires[j]))  # type: ignore[index]
-                             for j in range(first, first + count))
-                gpus.append(GpuState(name, int(self.gpu_index[row]),
-                                     int(self.gpu_capacity[row]), jobs))
-            state = self._states[name] = NodeState(name, self.layout_of(position), tuple(gpus))
-        return state
-
     def jobs_matrix(self, rows: IntArray, width: int, values: FloatArray) -> FloatArray:
-        """`values` (a job array) of the first `width` jobs of each GPU row in `rows`, one
-        row each, queue order; 0 past a row's own jobs."""
+        """`values` (a `jobs` column) of the first `width` jobs of each GPU row in `rows`,
+        one row each, queue order; 0 past a row's own jobs."""
         columns = np.arange(width)
         index = self.job_start[rows][:, None] + columns[None, :]
         real = columns[None, :] < self.gpu_jobs[rows][:, None]
@@ -164,21 +172,9 @@ class GpuTable(Mapping[str, NodeState]):
             return np.zeros(index.shape)
         return np.where(real, values[np.where(real, index, 0)], 0.0)
 
-    def segment_min(self, values: np.ndarray) -> np.ndarray:
-        """Per node with GPU rows (`seg_nodes` order), the least of `values` over its rows."""
-        if not len(self.seg_starts):
-            return values[:0]
-        return np.minimum.reduceat(values, self.seg_starts)
-
-    def segment_max(self, values: np.ndarray) -> np.ndarray:
-        if not len(self.seg_starts):
-            return values[:0]
-        return np.maximum.reduceat(values, self.seg_starts)
-
-    def segment_sum(self, values: np.ndarray) -> np.ndarray:
-        if not len(self.seg_starts):
-            return values[:0]
-        return np.add.reduceat(values, self.seg_starts)
+    def count_per_segment(self, mask: np.ndarray) -> IntArray:
+        """Per segment (`seg_nodes` order), how many of its rows `mask` holds for."""
+        return np.bincount(self.gpu_seg[mask], minlength=len(self.seg_nodes))
 
     def per_node(self, segment_values: np.ndarray, empty: Any) -> np.ndarray:
         """Per-segment values spread to every node (`empty` for nodes without GPU rows)."""
@@ -186,17 +182,80 @@ class GpuTable(Mapping[str, NodeState]):
         out[self.seg_nodes] = segment_values
         return out
 
-    def first_row(self, mask: np.ndarray) -> np.ndarray:
-        """Per segment, the first row (in row order) where `mask` holds; -1 where none."""
-        rows = np.where(mask, np.arange(len(mask)), np.iinfo(np.int64).max)
-        first = self.segment_min(rows) if len(rows) else np.zeros(0, dtype=np.int64)
-        return np.where(first == np.iinfo(np.int64).max, -1, first)
+    def first_in_order(self, mask: np.ndarray, order: IntArray) -> tuple[IntArray, IntArray]:
+        """Per segment with a row where `mask` holds, the first such row in `order` (one of
+        the table's orders, node by node): (segments, rows), segments ascending."""
+        hits = order[mask[order]]
+        segments = self.gpu_seg[hits]
+        first = np.ones(len(hits), dtype=bool)
+        np.not_equal(segments[1:], segments[:-1], out=first[1:])
+        return segments[first], hits[first]
+
+    def first_least(self, mask: np.ndarray, values: np.ndarray,
+                    order: IntArray) -> tuple[IntArray, IntArray]:
+        """Per segment with a row where `mask` holds, the first row in `order` with the least
+        of `values` among those rows: (segments, rows)."""
+        hits = order[mask[order]]
+        if not len(hits):
+            return hits, hits
+        segments = self.gpu_seg[hits]
+        starts = np.flatnonzero(np.r_[True, segments[1:] != segments[:-1]])
+        lengths = np.diff(np.r_[starts, len(hits)])
+        least = np.repeat(np.minimum.reduceat(values[hits], starts), lengths)
+        at_least = np.zeros(len(mask), dtype=bool)
+        at_least[hits[values[hits] == least]] = True
+        return self.first_in_order(at_least, order)
+
+    def _state(self, name: str, position: int) -> NodeState:
+        version = -1 if self._node_version is None else int(self._node_version[position])
+        kept = self._states.get(name)
+        if kept is not None and kept[0] == max(version, 0):
+            return kept[1]
+        start = int(self.node_start[position])
+        jobs = self.jobs
+        gpus = []
+        for row in range(start, start + int(self.node_rows[position])):
+            first = int(self.job_start[row])
+            queue = tuple(QueuedJob(jobs.uid[j], float(jobs.mib[j]), float(jobs.predicted_s[j]),
+                                    float(jobs.started_at[j]), float(jobs.expires_at[j]))
+                          for j in range(first, first + int(self.gpu_jobs[row])))
+            gpus.append(GpuState(name, int(self.gpu_index[row]), int(self.gpu_capacity[row]),
+                                 queue))
+        state = NodeState(name, self.layout_of(position), tuple(gpus))
+        if version >= 0:
+            self._states[name] = (version, state)
+        return state
+
+
+class _States(ValuesView[NodeState]):
+    """A table's node states in order, without a lookup by name for each."""
+
+    _mapping: GpuTable
+
+    def __iter__(self) -> Iterator[NodeState]:
+        return map(self._mapping._state, self._mapping.names, range(len(self._mapping)))
+
+
+def _ranks(node: IntArray, row_node_start: IntArray, keys: tuple[np.ndarray, ...]) -> IntArray:
+    """Each row's rank within its node (rows of a node contiguous) when the node's rows are
+    sorted by `keys` (last key first, as `np.lexsort`); ties keep row order."""
+    order = np.lexsort((np.arange(len(node)), *keys, node))
+    rank = np.empty(len(node), dtype=np.int64)
+    rank[order] = np.arange(len(node)) - row_node_start[order]
+    return rank
+
+
+def _order(row_node_start: IntArray, rank: IntArray) -> IntArray:
+    """Rows permuted so that each node's rows come in rank order (nodes stay in order)."""
+    order = np.empty(len(rank), dtype=np.int64)
+    order[row_node_start + rank] = np.arange(len(rank))
+    return order
 
 
 def distinct_layouts(nodes: Mapping[str, NodeState]) -> list[NodeGpus | None]:
-    """The distinct layouts of the nodes (what the needs per GPU type depend on): without
-    a pass over the nodes for a `GpuTable`."""
+    """The distinct layouts of the nodes, in no particular order (what the job's needs per
+    GPU type depend on): without a pass over the nodes for a `GpuTable`."""
     if isinstance(nodes, GpuTable):
-        present = np.unique(nodes.node_layout) if len(nodes.names) else []
-        return [nodes.layouts[int(i)] for i in present]
+        present = np.bincount(nodes.node_layout, minlength=len(nodes.layouts)) > 0
+        return [nodes.layouts[i] for i in np.flatnonzero(present).tolist()]
     return list(dict.fromkeys(node.gpus for node in nodes.values()))

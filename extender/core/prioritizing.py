@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from extender.core.fit import NO_INDEX, Fit, fit_rows
+from extender.core.fit import Fit, fit_rows
 from extender.core.gpu_table import GpuTable
 from extender.core.job import Assessment, PodJob
 from extender.core.room import NO_HOLDS, Holds, held_gpus
@@ -66,8 +66,8 @@ def _placements(table: GpuTable, fit: Fit, policy: ScoringPolicy,
     busy = np.flatnonzero(fit.room & (table.gpu_jobs > 0))
     if len(busy):
         width = int(table.gpu_jobs[busy].max())
-        left_s = remaining_s(table.jobs_matrix(busy, width, table.job_predicted),
-                             table.jobs_matrix(busy, width, table.job_started), now)
+        left_s = remaining_s(table.jobs_matrix(busy, width, table.jobs.predicted_s),
+                             table.jobs_matrix(busy, width, table.jobs.started_at), now)
         cost[busy] = policy.costs_s(left_s, fit.work_s[busy])
     seg_gpus = fit.gpus[table.seg_starts]
     seg_room = fit.room_count[table.seg_nodes]
@@ -87,20 +87,17 @@ def _placements(table: GpuTable, fit: Fit, policy: ScoringPolicy,
 
 def _cheapest_rows(table: GpuTable, fit: Fit, cost: np.ndarray) -> np.ndarray:
     """Per segment, the row `ScoringPolicy.cheapest` picks among the GPUs with room taken in
-    best-fit order (free MiB, then index): the lowest cost up to the first GPU that costs
-    no more than the job alone, the first at that cost."""
-    seg, free, index, room = table.gpu_seg, table.gpu_free, table.gpu_index, fit.room
-    alone = room & (cost <= fit.work_s)
-    stop_free = table.segment_min(np.where(alone, free, np.inf))
-    stop_index = table.segment_min(np.where(alone & (free == stop_free[seg]), index, NO_INDEX))
-    before = room & ((free < stop_free[seg])
-                     | ((free == stop_free[seg]) & (index <= stop_index[seg])))
-    lowest = table.segment_min(np.where(before, cost, np.inf))
-    at_lowest = before & (cost == lowest[seg])
-    tightest = table.segment_min(np.where(at_lowest, free, np.inf))
-    first = at_lowest & (free == tightest[seg])
-    first_index = table.segment_min(np.where(first, index, NO_INDEX))
-    return table.first_row(first & (index == first_index[seg]))
+    best-fit order: the first that costs no more than the job alone (every GPU before it
+    costs more, so it is the cheapest), else the first at the lowest cost."""
+    chosen = np.full(len(table.seg_nodes), -1)
+    alone = fit.room & (cost <= fit.work_s)
+    segments, rows = table.first_in_order(alone, table.fit_order)
+    chosen[segments] = rows
+    rest = fit.room & (chosen[table.gpu_seg] < 0)
+    if rest.any():
+        segments, rows = table.first_least(rest, cost, table.fit_order)
+        chosen[segments] = rows
+    return chosen
 
 
 def _slowest_of_cheapest(table: GpuTable, fit: Fit, cost: np.ndarray, several: np.ndarray,

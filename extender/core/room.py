@@ -87,9 +87,9 @@ def held_gpus(snapshot: ClusterSnapshot, limits: Limits, alpha: float, uid: str,
     table = GpuTable.from_states(snapshot.nodes)
     width = int(table.gpu_jobs.max()) if len(table.gpu_jobs) else 0
     rows = np.arange(len(table.gpu_jobs))
-    remaining = remaining_s(table.jobs_matrix(rows, width, table.job_predicted),
-                            table.jobs_matrix(rows, width, table.job_started), snapshot.now)
-    mib_held = table.jobs_matrix(rows, width, table.job_mib)
+    remaining = remaining_s(table.jobs_matrix(rows, width, table.jobs.predicted_s),
+                            table.jobs_matrix(rows, width, table.jobs.started_at), snapshot.now)
+    mib_held = table.jobs_matrix(rows, width, table.jobs.mib)
     taken = np.zeros(len(rows), dtype=bool)
     for waiter in due[:max_holds]:
         mib = np.full(len(table.layouts), np.nan)
