@@ -1,0 +1,140 @@
+"""The array paths decide bit for bit as the per-GPU and per-node code: policy costs, waits
+until a job fits, scores, and the worker's GPU arrays as the store keeps them current."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from extender.core.filtering import decide_filter
+from extender.core.gpu_table import GpuTable
+from extender.core.job import PodJob
+from extender.core.prioritizing import decide_scores
+from extender.model import GpuState, JobRecord, Limits, Need, NodeGpus, PodDemand, QueuedJob
+from extender.policies import make_policy
+from extender.policies.base import Placement, ScoringPolicy
+from extender.policies.timeline import remaining_s, wait_until_fits_s
+from extender.policies.timeline_arrays import remaining_s as remaining_array
+from extender.policies.timeline_arrays import waits_until_fit_s
+from extender.settings import Settings
+
+
+def _gpus(rng: random.Random, count: int, now: float) -> list[GpuState]:
+    gpus = []
+    for i in range(count):
+        jobs = []
+        for j in range(rng.choice([0, 1, 1, 2, 3, 5])):
+            predicted = rng.choice([rng.uniform(0.1, 5000), float(rng.randrange(1, 4000)), 0.0])
+            started = rng.choice([0.0, now - rng.uniform(0, 2 * predicted + 1), now + 5])
+            jobs.append(QueuedJob(f"j{i}-{j}", rng.uniform(1, 9000), predicted, started))
+        gpus.append(GpuState("n", i, 24576, tuple(jobs)))
+    return gpus
+
+
+def _matrices(gpus: list[GpuState], now: float) -> tuple[np.ndarray, np.ndarray]:
+    width = max((len(g.jobs) for g in gpus), default=0)
+    predicted = np.zeros((len(gpus), width))
+    started = np.zeros((len(gpus), width))
+    mib = np.zeros((len(gpus), width))
+    for row, gpu in enumerate(gpus):
+        for col, job in enumerate(gpu.jobs):
+            predicted[row, col], started[row, col] = job.predicted_s, job.started_at
+            mib[row, col] = job.reserved_mib
+    return remaining_array(predicted, started, now), mib
+
+
+@pytest.mark.parametrize("name", ["marginal", "shared", "paper"])
+@pytest.mark.parametrize("alpha", [0.47, 0.0, 1.0, 0.13])
+def test_policy_costs_on_arrays_equal_the_per_gpu_costs_exactly(name, alpha) -> None:
+    rng, now = random.Random(f"{name}{alpha}"), 5000.0
+    policy = make_policy(name, alpha)
+    gpus = _gpus(rng, 400, now)
+    remaining, _ = _matrices(gpus, now)
+    assert remaining.tolist() == [[remaining_s(j, now) for j in g.jobs]
+                                  + [0.0] * (remaining.shape[1] - len(g.jobs)) for g in gpus]
+    work = np.array([rng.choice([rng.uniform(0.5, 3000), 60.0, 0.0]) for _ in gpus])
+    expected = [policy.cost_s(g, w, now) for g, w in zip(gpus, work.tolist(), strict=True)]
+    assert policy.costs_s(remaining, work).tolist() == expected
+    assert ScoringPolicy.costs_s(policy, remaining, work).tolist() == expected  # the default
+
+
+def test_waits_until_a_job_fits_on_arrays_equal_the_per_gpu_waits_exactly() -> None:
+    rng, now = random.Random(7), 5000.0
+    gpus = _gpus(rng, 500, now)
+    remaining, mib = _matrices(gpus, now)
+    need = np.array([rng.choice([1000.0, 9000.0, 20000.0, 30000.0]) for _ in gpus])
+    limit = np.array([rng.choice([1, 2, 4]) for _ in gpus])
+    got = waits_until_fit_s(remaining, mib, np.array([len(g.jobs) for g in gpus]),
+                            np.array([g.free_mib for g in gpus]),
+                            np.array([float(g.capacity_mib) for g in gpus]), need, limit, 0.47)
+    expected = [wait_until_fits_s(g, n, int(lim), now, 0.47)
+                for g, n, lim in zip(gpus, need.tolist(), limit.tolist(), strict=True)]
+    assert got.tolist() == expected
+    assert 0.0 in expected and np.inf in expected and len(set(expected)) > 50
+
+
+def test_scores_on_arrays_equal_the_per_node_scores() -> None:
+    rng = random.Random(3)
+    policy = make_policy("marginal", 0.47)
+    for _ in range(200):
+        placements = {f"n{i}": Placement(rng.choice([100.0, 100.0, rng.uniform(1, 900), 0.0]),
+                                         rng.choice([5.0, 5.0, rng.uniform(0, 9)]))
+                      for i in range(rng.randint(1, 12))}
+        soonest = min(p.cost_s for p in placements.values())
+        expected = {n: 1.0 if p.cost_s <= 0 else min(1.0, soonest / p.cost_s)
+                    for n, p in placements.items()}
+        tied = [n for n, p in placements.items() if p.cost_s <= soonest * (1 + 1e-9)]
+        if len(tied) > 1:
+            keep = min(tied, key=lambda n: placements[n].left_mib)
+            expected.update({n: min(expected[n], 0.9) for n in tied if n != keep})
+        assert policy.scores(placements) == expected
+
+
+LAYOUTS = [NodeGpus("NVIDIA-GeForce-RTX-3090", "RTX-3090", 4, 24576, 0),
+           NodeGpus("Tesla-T4", "T4", 1, 15360, 1), NodeGpus("Mystery", None, 2, 20000, 2)]
+
+
+def test_the_workers_arrays_follow_every_change_as_the_per_node_path_reads_it(store) -> None:
+    """Reservations made, started, confirmed, released and left to expire, in random order:
+    after each step the names-mode snapshot (the arrays) shows the same node states and
+    decides the same as the per-node path on the same Redis."""
+    rng = random.Random(11)
+    names = [f"node-{i}" for i in range(12)]
+    for i, name in enumerate(names[:-1]):  # the last one: never seen by the watcher
+        store.put_node(name, LAYOUTS[i % len(LAYOUTS)])
+    settings = Settings(collocation=Limits(3, {"T4": 2}))
+    needs = {"RTX-3090": Need(7000, 300), "T4": Need(5000, 200), "unknown": Need(9000, 400)}
+    demand = PodDemand("p", "p", "ml", "resnet50", "train", 32, 1)
+    now, live = 1000.0, []
+    for step in range(120):
+        now += rng.choice([0.0, 1.0, 20.0])
+        action = rng.random()
+        if action < 0.55 or not live:
+            node = rng.choice(names[:-1])
+            layout = LAYOUTS[names.index(node) % len(LAYOUTS)]
+            uid = f"job-{step}"
+            record = JobRecord(uid=uid, pod=uid, namespace="ml", model="m", task="train",
+                               node=node, gpu_index=rng.randrange(layout.count),
+                               reserved_mib=rng.choice([3000.0, 8000.0, 99999.0]),
+                               predicted_s=rng.uniform(10, 900), state="reserved",
+                               reserved_at=now)
+            store.reserve(record, [(record.gpu_index, 1e9, 100)], now,
+                          rng.choice([0.0, 15.0, 60.0]))
+            live.append(uid)
+        elif action < 0.75:
+            store.mark_running(rng.choice(live), now - rng.uniform(0, 100))
+        else:
+            store.release(live.pop(rng.randrange(len(live))))
+        arrays = store.snapshot(dict.fromkeys(names), now)
+        per_node = store.snapshot(dict.fromkeys(names), now, vet=lambda claimed, seen: seen)
+        assert isinstance(arrays.nodes, GpuTable) and not isinstance(per_node.nodes, GpuTable)
+        assert dict(arrays.nodes.items()) == per_node.nodes, f"step {step}"
+        for snapshot in (arrays, per_node):
+            job = PodJob(demand, snapshot, needs)
+            verdicts = decide_filter(job, dict.fromkeys(names), settings).verdicts
+            scores = decide_scores(job, names, settings)
+            if snapshot is arrays:
+                expected = (verdicts, scores)
+        assert (verdicts, scores) == expected, f"step {step}"

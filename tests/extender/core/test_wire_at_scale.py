@@ -1,0 +1,74 @@
+"""The wire's passes over thousands of nodes (names checked at once, answers encoded at C
+speed) answer exactly as one node at a time would."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from extender.errors import BadRequest
+from extender.model import PodInfo, Verdict
+from extender.wire.kube import ExtenderArgs, decode_args, encode_filter, encode_priorities
+from extender.wire.objects import require_name, require_names
+from tests.builders import make_pod
+
+
+def _valid(value: object) -> bool:
+    try:
+        require_name(value, "x")
+        return True
+    except BadRequest:
+        return False
+
+
+@pytest.mark.parametrize("alphabet", ["ab0-.\nA_", "a-.\n", "z9-.", "a-", "a.\u00e9"])
+def test_names_checked_together_are_refused_exactly_when_one_would_be(alphabet) -> None:
+    rng = random.Random(alphabet)
+    for _ in range(3000):
+        values: list[object] = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6)))
+                                for _ in range(rng.randint(1, 4))]
+        if rng.random() < 0.05:
+            values.append(rng.choice([None, 7, "a" * 253, "a" * 254]))
+        want = all(_valid(v) for v in values)
+        try:
+            require_names(values, "NodeNames[]")
+            got = True
+        except BadRequest as exc:
+            got = False
+            first_bad = next(v for v in values if not _valid(v))
+            with pytest.raises(BadRequest) as single:
+                require_name(first_bad, "NodeNames[]")
+            assert str(exc) == str(single.value)  # the same words, naming the first bad one
+        assert got == want, values
+
+
+def test_a_large_request_decodes_to_its_names_in_order_without_duplicates() -> None:
+    names = [f"gpu-node-{i}" for i in range(3000)] + ["gpu-node-7"]
+    args = decode_args({"Pod": make_pod(), "NodeNames": names})
+    assert list(args.nodes) == names[:-1] and set(args.nodes.values()) == {None}
+    with pytest.raises(BadRequest, match=r"NodeNames\[\] must be a DNS-1123 subdomain"):
+        decode_args({"Pod": make_pod(), "NodeNames": [*names[:10], "Bad_Name"]})
+
+
+def test_answers_encode_as_node_by_node() -> None:
+    rng = random.Random(5)
+    names = [f"n{i}" for i in range(2000)]
+    kinds = [Verdict(True, gpu_index=0), Verdict(True, gpu_index=3),
+             Verdict(False, "needs 9000 MiB padded, 100 MiB free on GPU 0 (T4)"),
+             Verdict(False, "node has no GPUs", unresolvable=True)]
+    args = ExtenderArgs(PodInfo("u", "p", "ns"), dict.fromkeys(names), None)
+    for weights in ([1, 1, 0, 0], [5, 1, 2, 1]):
+        verdicts = {n: rng.choices(kinds, weights)[0] for n in names}
+        assert encode_filter(args, verdicts) == {
+            "Nodes": None, "NodeNames": [n for n in names if verdicts[n].fits],
+            "FailedNodes": {n: v.reason for n, v in verdicts.items()
+                            if not v.fits and not v.unresolvable},
+            "FailedAndUnresolvableNodes": {n: v.reason for n, v in verdicts.items()
+                                           if not v.fits and v.unresolvable},
+            "Error": ""}
+    scores = {n: rng.choice([0.0, 1.0, 0.05, 0.15, 0.25, 0.35, 0.95, -1.0, 2.0, math.nan,
+                             rng.random()]) for n in names}
+    assert encode_priorities(scores) == [
+        {"Host": n, "Score": int(round(10 * min(1.0, max(0.0, s))))} for n, s in scores.items()]
