@@ -98,7 +98,7 @@ def pod_annotations(reservation: Reservation, need: Need,
     for a pod on several), the MiB reserved on each, the predicted seconds, and in words
     how the MiB were decided."""
     annotations = {GPU: ",".join(map(str, reservation.gpus)),
-                   RESERVED_MIB: f"{need.padded_mib:.0f}",
+                   RESERVED_MIB: f"{round(need.padded_mib, 1):.0f}",  # of what was reserved
                    PREDICTED_S: f"{need.predicted_s:.1f}", SIZING: decisions.sizing(need)}
     if signing_key:
         annotations[SIGNATURE] = reservation_signature(
