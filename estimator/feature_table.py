@@ -35,10 +35,16 @@ SUMMARY_COLUMNS = (
     "params_mb", "buffers_mb", "activations_mb_per_sample", "input_mb_per_sample",
     "fwd_bwd_mb_per_sample", "mult_adds_g_per_sample",
 )  # fmt: skip
+#: MemTracker's peak by category and the step's GFLOPs, then the allocator replay
+#: (`estimator.workspace.DeviceMemory`; ``sim_device_mb`` = reserved + workspace).
 SIM_COLUMNS = (
     "sim_peak_mb", "sim_params_mb", "sim_grads_mb", "sim_activations_mb",
     "sim_temp_mb", "sim_optimizer_mb", "sim_gflops",
+    "sim_allocated_mb", "sim_reserved_mb", "sim_workspace_mb", "sim_workspace_max_mb",
+    "sim_largest_alloc_mb", "sim_device_mb",
 )  # fmt: skip
+#: The columns `estimator.features.simulate_device` refreshes on their own.
+DEVICE_COLUMNS = SIM_COLUMNS[SIM_COLUMNS.index("sim_allocated_mb"):]
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,12 @@ class JobFeatures:
     sim_temp_mb: float
     sim_optimizer_mb: float
     sim_gflops: float
+    sim_allocated_mb: float
+    sim_reserved_mb: float
+    sim_workspace_mb: float
+    sim_workspace_max_mb: float
+    sim_largest_alloc_mb: float
+    sim_device_mb: float
 
 
 class FeatureTable:
@@ -76,6 +88,11 @@ class FeatureTable:
         summaries = {row["model"]: row for row in _read_rows(directory / MODELS_FILE)}
         sims: dict[tuple[str, str], dict[int, dict[str, float]]] = {}
         for row in _read_rows(directory / SIM_FILE):
+            missing = [c for c in SIM_COLUMNS if not row.get(c)]
+            if missing:
+                raise ValueError(f"{directory / SIM_FILE}: {row['model']} {row['task']} "
+                                 f"{row['batch']} lacks {', '.join(missing)}; run: "
+                                 "schedtune features --all --device-only")
             key = (str(row["model"]), str(row["task"]))
             sims.setdefault(key, {})[int(row["batch"])] = {c: float(row[c]) for c in SIM_COLUMNS}
         return cls(summaries, sims)
@@ -85,6 +102,11 @@ class FeatureTable:
                     ) -> FeatureTable:
         """This table plus (or with replaced) the given models' rows."""
         return FeatureTable({**self._summaries, **summaries}, {**self._sims, **sims})
+
+    def family(self, model: str) -> str | None:
+        """The model's architecture family (None: not in the table)."""
+        summary = self._summaries.get(model)
+        return None if summary is None else str(summary["family"])
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -141,6 +163,11 @@ def _interpolate(rows: Mapping[int, Mapping[str, float]], batch: int) -> dict[st
     lo, hi = batches[i - 1], batches[i]
     w = (batch - lo) / (hi - lo)
     return {c: max(0.0, rows[lo][c] + w * (rows[hi][c] - rows[lo][c])) for c in SIM_COLUMNS}
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    """The rows of a feature CSV as strings (none when the file is absent)."""
+    return _read_rows(path)
 
 
 def _read_rows(path: Path) -> list[dict[str, str]]:

@@ -12,9 +12,12 @@ Offline only: this is one of the two modules allowed to import torch (with
 * `simulate_peaks(name, task, batches)` runs two iterations of a training step
   (forward, cross-entropy backward, SGD with momentum) or of an inference
   forward pass on fake CPU tensors under `MemTracker`, which reports the peak
-  per category without allocating or computing anything real. It does not see
-  the CUDA context, cuDNN workspaces or the caching allocator's rounding: the
-  regressors learn those per GPU type.
+  per category without allocating or computing anything real; and it records
+  the same loop's allocations and frees (`estimator.allocator_trace`) and
+  replays them through a model of PyTorch's CUDA caching allocator, with and
+  without cuDNN workspaces (`estimator.workspace`): what the GPU would hold,
+  less the CUDA context, which the regressors learn per GPU type.
+  `simulate_device` computes only the second part (cheap: no MemTracker).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 import torchinfo
@@ -31,6 +34,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.distributed._tools.mem_tracker import MemTracker
 from torch.utils.flop_counter import FlopCounterMode
 
+from estimator import allocator_trace
+from estimator.workspace import DeviceMemory, device_memory
 from estimator.zoo import ModelSpec, get_spec
 
 MIB = 2**20
@@ -54,8 +59,11 @@ class ModelSummary:
 
 @dataclass(frozen=True)
 class SimulatedPeak:
-    """Peak bytes seen by MemTracker for one (model, task, batch), in MiB, and the
-    floating-point operations of one step (forward + backward for training)."""
+    """Peak bytes seen by MemTracker for one (model, task, batch), in MiB, the
+    floating-point operations of one step (forward + backward for training), and
+    the replayed device memory (`estimator.workspace.DeviceMemory`, MiB;
+    ``sim_device_mb`` = reserved + workspace, what the allocator would hold; NaN
+    when not computed)."""
 
     model: str
     task: str
@@ -67,6 +75,28 @@ class SimulatedPeak:
     sim_temp_mb: float
     sim_optimizer_mb: float
     sim_gflops: float
+    sim_allocated_mb: float = math.nan
+    sim_reserved_mb: float = math.nan
+    sim_workspace_mb: float = math.nan
+    sim_workspace_max_mb: float = math.nan
+    sim_largest_alloc_mb: float = math.nan
+    sim_device_mb: float = math.nan
+
+
+@dataclass(frozen=True)
+class SimulatedDevice:
+    """The replayed device memory of one (model, task, batch), MiB (the columns of
+    `SimulatedPeak` from ``sim_allocated_mb`` on)."""
+
+    model: str
+    task: str
+    batch: int
+    sim_allocated_mb: float
+    sim_reserved_mb: float
+    sim_workspace_mb: float
+    sim_workspace_max_mb: float
+    sim_largest_alloc_mb: float
+    sim_device_mb: float
 
 
 def example_input(spec: ModelSpec, batch: int) -> torch.Tensor:
@@ -109,16 +139,54 @@ def simulate_peaks(name: str, task: str, batches: Iterable[int]) -> list[Simulat
     the fake mode breaks on initialisers that read values (trunc_normal_) and on
     `nn.MultiheadAttention`.
     """
+    spec, real_model, batches = _prepare(name, task, batches)
+    peaks = []
+    for batch in batches:
+        tracked = _simulate_one(spec, real_model, task, batch)
+        device = _device_one(spec, real_model, task, batch)
+        peaks.append(SimulatedPeak(**{**asdict(tracked), **_device_columns(device)}))
+    return peaks
+
+
+def simulate_device(name: str, task: str, batches: Iterable[int]) -> list[SimulatedDevice]:
+    """Only the replayed device memory per batch (seconds, where `simulate_peaks` takes
+    up to a minute per DenseNet batch)."""
+    spec, real_model, batches = _prepare(name, task, batches)
+    return [SimulatedDevice(name, task, b, **_device_columns(_device_one(spec, real_model, task, b)))
+            for b in batches]
+
+
+def _prepare(name: str, task: str, batches: Iterable[int]) -> tuple[ModelSpec, nn.Module, list[int]]:
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; expected one of {TASKS}")
-    spec = get_spec(name)
-    real_model = spec.build()
-    peaks = []
+    batches = list(batches)
     for batch in batches:
         if batch < 1:
             raise ValueError(f"batch must be >= 1, got {batch}")
-        peaks.append(_simulate_one(spec, real_model, task, batch))
-    return peaks
+    spec = get_spec(name)
+    return spec, spec.build(), batches
+
+
+def _device_one(spec: ModelSpec, real_model: nn.Module, task: str, batch: int) -> DeviceMemory:
+    mode = FakeTensorMode()
+    model = _fake_copy(real_model, mode)
+    with mode:
+        def make_batch() -> tuple[torch.Tensor, torch.Tensor]:
+            return example_input(spec, batch), torch.randint(0, spec.num_classes, (batch,))
+
+        def loss(output: object, labels: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.cross_entropy(_logits(output), labels)
+
+        events = allocator_trace.record(model, make_batch, task, loss)
+    return device_memory(events)
+
+
+def _device_columns(device: DeviceMemory) -> dict[str, float]:
+    return {"sim_allocated_mb": device.allocated_mb, "sim_reserved_mb": device.reserved_mb,
+            "sim_workspace_mb": device.workspace_mb,
+            "sim_workspace_max_mb": device.workspace_max_mb,
+            "sim_largest_alloc_mb": device.largest_alloc_mb,
+            "sim_device_mb": device.reserved_mb + device.workspace_mb}
 
 
 def _simulate_one(spec: ModelSpec, real_model: nn.Module, task: str, batch: int) -> SimulatedPeak:
