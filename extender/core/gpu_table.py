@@ -45,15 +45,56 @@ class Jobs(NamedTuple):
                    np.array(started, dtype=float), np.array(expires, dtype=float), list(uid))
 
 
+class NodeShape:
+    """What a table's nodes and GPU rows are, apart from what is on them: names (request
+    order), layouts, rows per node, each row's GPU index and memory, and what follows from
+    those. Shared by every table of the same nodes while their layouts stay."""
+
+    def __init__(self, names: Sequence[str], layouts: Sequence[NodeGpus | None],
+                 node_layout: IntArray, node_rows: IntArray, gpu_index: IntArray,
+                 gpu_capacity: FloatArray) -> None:
+        self.names = names if isinstance(names, list) else list(names)
+        self.layouts = layouts
+        self.node_layout, self.node_rows = node_layout, node_rows
+        self.gpu_index, self.gpu_capacity = gpu_index, gpu_capacity
+        self.node_start = np.cumsum(node_rows, dtype=np.int64) - node_rows
+        self.gpu_node = np.repeat(np.arange(len(self.names)), node_rows)
+        self.gpu_layout = node_layout[self.gpu_node]
+        has_rows = node_rows > 0
+        self.seg_nodes = np.flatnonzero(has_rows)
+        self.seg_starts = self.node_start[has_rows]
+        self.gpu_seg = np.repeat(np.arange(len(self.seg_nodes)), node_rows[has_rows])
+        self.node_seg = np.full(len(self.names), -1)
+        self.node_seg[self.seg_nodes] = np.arange(len(self.seg_nodes))
+        self.row_start = self.node_start[self.gpu_node]
+        self._positions: dict[str, int] | None = None
+        self._names_array: np.ndarray | None = None
+
+    @property
+    def positions(self) -> dict[str, int]:
+        """Node name -> position (built on first use: most requests never need it)."""
+        if self._positions is None:
+            self._positions = {name: i for i, name in enumerate(self.names)}
+        return self._positions
+
+    @property
+    def names_array(self) -> np.ndarray:
+        if self._names_array is None:
+            names = np.empty(len(self.names), dtype=object)
+            names[:] = self.names
+            self._names_array = names
+        return self._names_array
+
+
 class GpuTable(Mapping[str, NodeState]):
     """Nodes and their GPUs as arrays (see the module docstring).
 
-    Per node (request order): `node_layout` (index into `layouts`; a `None` layout is
-    a node without one), `node_start`, `node_rows` (its GPU rows). Per GPU row:
-    `gpu_node` (node position), `gpu_index`, `gpu_capacity`, `gpu_free` (MiB, as
-    `GpuState.free_mib`), `gpu_jobs`, `job_start` (into `jobs`, which may hold other
-    rows' jobs too). Segments are the nodes with GPU rows (`seg_nodes`, `gpu_seg`,
-    `node_seg`: -1 for a node without).
+    From its `shape`, per node (request order): `names`, `node_layout` (index into
+    `layouts`; a `None` layout is a node without one), `node_start`, `node_rows` (its GPU
+    rows); per GPU row: `gpu_node` (node position), `gpu_index`, `gpu_capacity`. Per row,
+    what is on it: `gpu_free` (MiB, as `GpuState.free_mib`), `gpu_jobs`, `job_start` (into
+    `jobs`, which may hold other rows' jobs too). Segments are the nodes with GPU rows
+    (`seg_nodes`, `gpu_seg`, `node_seg`: -1 for a node without).
 
     Two orders of the rows, node by node: `fit_order` (best fit first: free MiB, then
     GPU index, as `room.usable_gpus` sorts) and `roomy_order` (most free first, then
@@ -64,39 +105,31 @@ class GpuTable(Mapping[str, NodeState]):
     `node_version`: what each node shows) keeps one per node and version.
     """
 
-    def __init__(self, names: Sequence[str], layouts: Sequence[NodeGpus | None],
-                 node_layout: IntArray, node_rows: IntArray, gpu_index: IntArray,
-                 gpu_capacity: FloatArray, gpu_free: FloatArray, gpu_jobs: IntArray,
+    def __init__(self, shape: NodeShape, gpu_free: FloatArray, gpu_jobs: IntArray,
                  job_start: IntArray, jobs: Jobs, *, fit_rank: IntArray | None = None,
                  roomy_rank: IntArray | None = None, states: StateCache | None = None,
                  node_version: IntArray | None = None) -> None:
-        self.names = names if isinstance(names, list) else list(names)
-        self.layouts = layouts
-        self.node_layout, self.node_rows = node_layout, node_rows
-        self.node_start = np.cumsum(node_rows, dtype=np.int64) - node_rows
-        self.gpu_node = np.repeat(np.arange(len(self.names)), node_rows)
-        self.gpu_index, self.gpu_capacity, self.gpu_free = gpu_index, gpu_capacity, gpu_free
-        self.gpu_jobs, self.job_start, self.jobs = gpu_jobs, job_start, jobs
-        self.gpu_layout = node_layout[self.gpu_node]
-        has_rows = node_rows > 0
-        self.seg_nodes = np.flatnonzero(has_rows)
-        self.seg_starts = self.node_start[has_rows]
-        self.gpu_seg = np.repeat(np.arange(len(self.seg_nodes)), node_rows[has_rows])
-        self.node_seg = np.full(len(self.names), -1)
-        self.node_seg[self.seg_nodes] = np.arange(len(self.seg_nodes))
-        row_start = self.node_start[self.gpu_node]
+        self.shape = shape
+        self.names, self.layouts = shape.names, shape.layouts
+        self.node_layout, self.node_rows = shape.node_layout, shape.node_rows
+        self.node_start, self.gpu_node = shape.node_start, shape.gpu_node
+        self.gpu_layout, self.gpu_index = shape.gpu_layout, shape.gpu_index
+        self.gpu_capacity, self.seg_nodes = shape.gpu_capacity, shape.seg_nodes
+        self.seg_starts, self.gpu_seg, self.node_seg = (shape.seg_starts, shape.gpu_seg,
+                                                        shape.node_seg)
+        self.gpu_free, self.gpu_jobs, self.job_start = gpu_free, gpu_jobs, job_start
+        self.jobs = jobs
+        row_start = shape.row_start
         if fit_rank is None:
-            fit_rank = _ranks(self.gpu_node, row_start, (gpu_index, gpu_free))
+            fit_rank = _ranks(self.gpu_node, row_start, (self.gpu_index, gpu_free))
         if roomy_rank is None:
-            local = np.arange(len(gpu_index)) - row_start
+            local = np.arange(len(gpu_free)) - row_start
             roomy_rank = _ranks(self.gpu_node, row_start, (local, -gpu_free))
         self.fit_order = _order(row_start, fit_rank)
         self.roomy_order = _order(row_start, roomy_rank)
         self.memo: dict[Any, Any] = {}
         self._states: StateCache = {} if states is None else states
         self._node_version = node_version
-        self._positions: dict[str, int] | None = None
-        self._names_array: np.ndarray | None = None
 
     @classmethod
     def from_states(cls, nodes: Mapping[str, NodeState]) -> GpuTable:
@@ -114,11 +147,11 @@ class GpuTable(Mapping[str, NodeState]):
                 rows.append((gpu.index, gpu.capacity_mib, gpu.free_mib, len(gpu.jobs), len(jobs)))
                 jobs.extend(gpu.jobs)
         index, capacity, free, count, start = list(zip(*rows, strict=True)) or [()] * 5
-        table = cls(list(nodes), list(layout_ids), np.array(node_layout, dtype=np.int64),
-                    np.array(node_rows, dtype=np.int64), np.array(index, dtype=np.int64),
-                    np.array(capacity, dtype=float), np.array(free, dtype=float),
-                    np.array(count, dtype=np.int64), np.array(start, dtype=np.int64),
-                    Jobs.of(jobs))
+        shape = NodeShape(list(nodes), list(layout_ids), np.array(node_layout, dtype=np.int64),
+                          np.array(node_rows, dtype=np.int64), np.array(index, dtype=np.int64),
+                          np.array(capacity, dtype=float))
+        table = cls(shape, np.array(free, dtype=float), np.array(count, dtype=np.int64),
+                    np.array(start, dtype=np.int64), Jobs.of(jobs))
         table._states = {name: (0, state) for name, state in nodes.items()}
         return table
 
@@ -146,18 +179,12 @@ class GpuTable(Mapping[str, NodeState]):
 
     @property
     def positions(self) -> dict[str, int]:
-        """Node name -> position (built on first use: most requests never need it)."""
-        if self._positions is None:
-            self._positions = {name: i for i, name in enumerate(self.names)}
-        return self._positions
+        """Node name -> position."""
+        return self.shape.positions
 
     @property
     def names_array(self) -> np.ndarray:
-        if self._names_array is None:
-            names = np.empty(len(self.names), dtype=object)
-            names[:] = self.names
-            self._names_array = names
-        return self._names_array
+        return self.shape.names_array
 
     def layout_of(self, position: int) -> NodeGpus | None:
         return self.layouts[int(self.node_layout[position])]

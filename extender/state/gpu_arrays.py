@@ -23,7 +23,7 @@ from itertools import repeat
 
 import numpy as np
 
-from extender.core.gpu_table import GpuTable, Jobs, StateCache
+from extender.core.gpu_table import GpuTable, Jobs, NodeShape, StateCache
 from extender.model import GpuState, NodeGpus, QueuedJob
 
 Queues = Mapping[tuple[str, int], tuple[QueuedJob, ...]]
@@ -45,7 +45,7 @@ class GpuArrays:
         self.node_layout = np.array(node_layout, dtype=np.int64)
         self.node_count = np.array([g.count for g in layouts.values()], dtype=np.int64)
         self.node_start = np.cumsum(self.node_count) - self.node_count
-        self.node_version = np.zeros(len(node_layout), dtype=np.int64)
+        self.node_version = np.zeros(len(node_layout) + 1, dtype=np.int64)  # + unknown
         rows = int(self.node_count.sum())
         self.gpu_node = np.repeat(np.arange(len(node_layout)), self.node_count)
         self.gpu_index = np.arange(rows) - np.repeat(self.node_start, self.node_count)
@@ -63,6 +63,7 @@ class GpuArrays:
         self.version = 0
         self._stale: set[int] = set()
         self._cached: tuple[tuple[str, ...], int, GpuTable] | None = None
+        self._shape: tuple[tuple[str, ...], NodeShape, np.ndarray, np.ndarray] | None = None
         for node, index in queues:
             self.mark(node, index)
         self.refresh(now)
@@ -94,30 +95,33 @@ class GpuArrays:
         cached = self._cached
         if cached is not None and cached[1] == self.version and cached[0] == key:
             return cached[2]
-        nodes = np.fromiter(map(self.node_row.get, key, repeat(-1)), dtype=np.int64,
-                            count=len(key))
+        if self._shape is None or self._shape[0] != key:
+            self._shape = (key, *self._shape_of(key))
+        _, shape, nodes, rows = self._shape
+        mib, predicted, started, expires = self._columns
+        table = GpuTable(shape, self.gpu_free[rows], self.gpu_jobs[rows], self.job_start[rows],
+                         Jobs(mib, predicted, started, expires, self._uids),
+                         fit_rank=self.fit_rank[rows], roomy_rank=self.roomy_rank[rows],
+                         states=self.states, node_version=self.node_version[nodes])
+        self._cached = (key, self.version, table)
+        return table
+
+    def _shape_of(self, names: tuple[str, ...]) -> tuple[NodeShape, np.ndarray, np.ndarray]:
+        """The named nodes' shape, their node rows (a row of no GPUs for a node the watcher
+        never saw) and their GPU rows, in order."""
+        nodes = np.fromiter(map(self.node_row.get, names, repeat(-1)), dtype=np.int64,
+                            count=len(names))
         known = nodes >= 0
-        nodes = np.where(known, nodes, 0)
-        if not len(self.node_layout):  # no layouts at all: every node unknown
-            known, nodes = np.zeros(len(key), dtype=bool), np.zeros(len(key), dtype=np.int64)
-            counts = np.zeros(len(key), dtype=np.int64)
-            node_layout, starts, version = counts, counts, counts
-        else:
-            node_layout = np.where(known, self.node_layout[nodes], 0)
-            counts = np.where(known, self.node_count[nodes], 0)
-            starts = self.node_start[nodes]
-            version = np.where(known, self.node_version[nodes], 0)
+        nodes = np.where(known, nodes, len(self.node_layout))  # the row past the end
+        node_layout = np.append(self.node_layout, 0)[nodes]
+        counts = np.append(self.node_count, 0)[nodes]
+        starts = np.append(self.node_start, 0)[nodes]
         ends = np.cumsum(counts)
         rows = np.repeat(starts - (ends - counts), counts) + np.arange(int(ends[-1]) if len(ends)
                                                                        else 0)
-        mib, predicted, started, expires = self._columns
-        table = GpuTable(key, self.layouts, node_layout, counts, self.gpu_index[rows],
-                         self.gpu_capacity[rows], self.gpu_free[rows], self.gpu_jobs[rows],
-                         self.job_start[rows], Jobs(mib, predicted, started, expires, self._uids),
-                         fit_rank=self.fit_rank[rows], roomy_rank=self.roomy_rank[rows],
-                         states=self.states, node_version=version)
-        self._cached = (key, self.version, table)
-        return table
+        shape = NodeShape(list(names), self.layouts, node_layout, counts, self.gpu_index[rows],
+                          self.gpu_capacity[rows])
+        return shape, np.where(known, nodes, -1), rows
 
     def _recompute(self, row: int, now: float) -> None:
         node = self.node_names[int(self.gpu_node[row])]
