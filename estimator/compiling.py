@@ -65,7 +65,7 @@ def _residual(fitted: ResidualPeakRegressor) -> Residual:
         groups=groups, offsets=np.array([fitted.offsets_[g] for g in groups], dtype=float),
         scales=np.array([fitted.scales_[g] for g in groups], dtype=float),
         unseen_offset=float(fitted.unseen_offset_), unseen_scale=float(fitted.unseen_scale_),
-        forest=_forest(fitted.forest_),
+        forest=None if fitted.forest_ is None else _forest(fitted.forest_),
     )  # fmt: skip
 
 

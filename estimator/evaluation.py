@@ -7,14 +7,21 @@ outer training rows, so no held-out row ever informs its own pad):
 * ``lomo``: leave one model out; inner leave one model out.
 * ``lofo``: leave one architecture family out (ResNet, DenseNet, VGG, ... as
   `estimator.zoo` registers them): a held-out model has no sibling in fitting;
-  inner leave one family out.
+  its pad is the one the service gives a family absent from training
+  (`estimator.padding.runtime_pad`: ``pad_unseen_family``, the larger of the
+  inner leave-one-model-out and leave-one-family-out pads), so the figures are
+  what a user's new kind of model gets.
 * ``logo``: leave one GPU type out; inner leave one GPU out.
 * ``logo-calibrated``: leave one GPU type out except one calibration job
   (`CALIBRATION_JOB`) profiled on it; inner the same scheme.
 
 Rows marked `over_capacity` (interpolated "does not fit" values) are never
 fitted on nor scored as errors; `oom_detected_pct` reports how many of them the
-padded estimate correctly flags as not fitting the card.
+padded estimate correctly flags as not fitting the card. Censored rows (lower
+bounds from OOM kills) are fitted as bounds and never scored.
+
+`residual_parts` splits what the previous anchor (MemTracker's peak) left to
+learning into what each simulated part explains, per family.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import pandas as pd
 from joblib import Parallel, delayed
 from sklearn.model_selection import KFold
 
-from estimator.padding import held_out_predictions, pad_fraction
+from estimator.padding import CENSOR_MARGIN, fit_censored, held_out_predictions, pad_fraction
 from estimator.regressors import Design
 from estimator.zoo import REGISTRY
 
@@ -40,8 +47,18 @@ def matrix(frame: pd.DataFrame, design: Design) -> np.ndarray:
 
 
 def families(frame: pd.DataFrame) -> np.ndarray:
-    """Each row's architecture family (a model the registry does not know: its own)."""
-    return frame["model"].map(lambda m: REGISTRY[m].family if m in REGISTRY else m).to_numpy()
+    """Each row's architecture family: the feature table's (column ``family``), else the
+    registry's; a model neither knows is its own family."""
+    by_registry = frame["model"].map(lambda m: REGISTRY[m].family if m in REGISTRY else m)
+    if "family" in frame:
+        return frame["family"].fillna(by_registry).astype(str).to_numpy()
+    return by_registry.astype(str).to_numpy()
+
+
+def _censored(frame: pd.DataFrame) -> np.ndarray:
+    if "censored" not in frame:
+        return np.zeros(len(frame), dtype=bool)
+    return frame["censored"].fillna(False).astype(bool).to_numpy()
 
 
 def _outer_splits(frame: pd.DataFrame, protocol: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -78,7 +95,11 @@ def _inner_pad(design: Design, frame: pd.DataFrame, protocol: str) -> float:
     if not isinstance(design.pad, str):
         return float(design.pad)
     fit = frame[~frame["over_capacity"]].reset_index(drop=True)
-    X, y = matrix(fit, design), fit["y"].to_numpy(float)
+    X, y, censored = matrix(fit, design), fit["y"].to_numpy(float), _censored(fit)
+    if protocol == "lofo":  # the service's rule for a family absent from training
+        return max(_inner_pad(design, frame, "lomo"),
+                   pad_fraction(_bounds(y, censored),
+                                held_out_predictions(design.make, X, y, families(fit), censored)))
     if protocol == "random":
         folds = KFold(5, shuffle=True, random_state=0).split(X)
         groups = np.empty(len(y))
@@ -86,8 +107,6 @@ def _inner_pad(design: Design, frame: pd.DataFrame, protocol: str) -> float:
             groups[test] = k
     elif protocol == "lomo":
         groups = fit["model"].to_numpy()
-    elif protocol == "lofo":
-        groups = families(fit)
     elif protocol == "logo":
         groups = fit["gpu"].to_numpy()
     else:
@@ -98,18 +117,24 @@ def _inner_pad(design: Design, frame: pd.DataFrame, protocol: str) -> float:
             test = (fit["gpu"] == gpu).to_numpy() & ~calib
             if not test.any():
                 continue
-            model = design.make().fit(X[~test], y[~test])
+            model = fit_censored(design.make, X[~test], y[~test], censored[~test])
             preds[test] = model.predict(X[test])
         scored = ~np.isnan(preds)
-        return pad_fraction(y[scored], preds[scored])
-    return pad_fraction(y, held_out_predictions(design.make, X, y, groups))
+        return pad_fraction(_bounds(y, censored)[scored], preds[scored])
+    return pad_fraction(_bounds(y, censored),
+                        held_out_predictions(design.make, X, y, groups, censored))
+
+
+def _bounds(y: np.ndarray, censored: np.ndarray) -> np.ndarray:
+    return np.where(censored, y * CENSOR_MARGIN, y)
 
 
 def _run_fold(design: Design, frame: pd.DataFrame, protocol: str, fit_idx: np.ndarray,
               test_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     train = frame.iloc[fit_idx]
     usable = train[~train["over_capacity"]]
-    model = design.make().fit(matrix(usable, design), usable["y"].to_numpy(float))
+    model = fit_censored(design.make, matrix(usable, design), usable["y"].to_numpy(float),
+                         _censored(usable))
     pad = _inner_pad(design, train, protocol)
     return test_idx, model.predict(matrix(frame.iloc[test_idx], design)), pad
 
@@ -122,7 +147,8 @@ def held_out(design: Design, frame: pd.DataFrame, protocol: str,
         for fit_idx, test_idx in _outer_splits(frame, protocol)
     )
     parts = [
-        frame.iloc[test_idx][["model", "batch", "gpu", "y", "capacity_mib", "over_capacity"]]
+        frame.iloc[test_idx][["model", "batch", "gpu", "y", "capacity_mib", "over_capacity",
+                              *(["censored"] if "censored" in frame else [])]]
         .assign(family=families(frame.iloc[test_idx]), predicted=pred, pad=pad,
                 padded=pred * (1.0 + pad))
         for test_idx, pred, pad in folds
@@ -132,7 +158,7 @@ def held_out(design: Design, frame: pd.DataFrame, protocol: str,
 
 def metrics(rows: pd.DataFrame) -> dict[str, float]:
     """RMSE, RMSLE, average / max % error, under- and over-allocation after padding."""
-    scored = rows[~rows["over_capacity"]]
+    scored = rows[~rows["over_capacity"] & ~_censored(rows)]
     y, pred, pad = (scored[c].to_numpy(float) for c in ("y", "predicted", "padded"))
     err = np.abs(pred - y) / y
     under = pad < y
@@ -146,7 +172,7 @@ def metrics(rows: pd.DataFrame) -> dict[str, float]:
         "over_alloc_pct": float(100 * over.mean()) if over.size else 0.0,
         "rows": int(len(scored)),
     }
-    ooms = rows[rows["over_capacity"]]
+    ooms = rows[rows["over_capacity"] & ~_censored(rows)]
     if len(ooms):
         out["oom_detected_pct"] = float(100 * (ooms["padded"] > ooms["capacity_mib"]).mean())
     return out
@@ -167,4 +193,56 @@ def evaluate_by_family(designs: dict[str, Design], frame: pd.DataFrame, protocol
         out[name] = {"all": metrics(rows), **{
             family: metrics(part) for family, part in rows.groupby("family", sort=True)
             if (~part["over_capacity"]).any()}}
+    return out
+
+
+#: The simulated parts, in the order they are added to the anchor (column, label).
+ANCHORS = (
+    ("sim_peak_mb", "MemTracker peak (previous anchor)"),
+    ("sim_allocated_mb", "+ the measured loop's tensors, 512 B blocks"),
+    ("sim_reserved_mb", "+ caching allocator segments"),
+    ("sim_device_mb", "+ cuDNN workspaces"),
+)
+
+
+def residual_parts(frame: pd.DataFrame) -> dict[str, dict[str, object]]:
+    """How much of the residual each simulated part removes, per family.
+
+    For each anchor of `ANCHORS` (each adds one part to the one before), the
+    residual is y - anchor - c[gpu], where the per-GPU constant c (the CUDA context
+    and libraries) is the median of y - anchor over the *other* families' rows of
+    that GPU, as a model of an unseen family would get it. Reported per family:
+    mean |residual| in MiB and in % of y after each anchor, the share of the first
+    anchor's mean |residual| each part removed, and the constants (fitted on all
+    families) of the last anchor.
+    """
+    rows = frame[~frame["over_capacity"] & ~_censored(frame)].reset_index(drop=True)
+    fam = families(rows)
+    y = rows["y"].to_numpy(float)
+    left: dict[str, np.ndarray] = {}
+    for column, _ in ANCHORS:
+        gap = y - rows[column].to_numpy(float)
+        const = np.empty(len(rows))
+        for family in np.unique(fam):
+            others = pd.Series(gap[fam != family]).groupby(rows["gpu"][fam != family].to_numpy())
+            const[fam == family] = rows["gpu"][fam == family].map(others.median()).to_numpy()
+        left[column] = gap - const
+    out: dict[str, dict[str, object]] = {}
+    for family in [*np.unique(fam), "all"]:
+        mask = np.ones(len(rows), bool) if family == "all" else fam == family
+        mae = {c: float(np.nanmean(np.abs(left[c][mask]))) for c, _ in ANCHORS}
+        first = mae[ANCHORS[0][0]]
+        steps = [c for c, _ in ANCHORS]
+        out[str(family)] = {
+            "rows": int(mask.sum()),
+            "mean_abs_left_mib": mae,
+            "mean_abs_left_pct": {c: float(100 * np.nanmean(np.abs(left[c][mask]) / y[mask]))
+                                  for c in steps},
+            "removed_share_pct": {c: float(100 * (mae[p] - mae[c]) / first) if first else 0.0
+                                  for p, c in zip(steps, steps[1:])},
+        }
+    last = ANCHORS[-1][0]
+    out["all"]["gpu_constant_mib"] = {
+        str(g): float(np.median(part)) for g, part in
+        pd.Series(y - rows[last].to_numpy(float)).groupby(rows["gpu"].to_numpy())}
     return out

@@ -12,7 +12,8 @@ Four kinds, nested as the designs nest them:
   row walks the same number of steps);
 * `Linear`: optional log1p, standardisation, then a dot product (the Ridge pipeline);
 * `LogTarget`: exp of the inner prediction (a regressor fitted on log of the target);
-* `Residual`: `ResidualPeakRegressor`'s per-GPU anchor corrected by its forest;
+* `Residual`: `ResidualPeakRegressor`'s per-GPU anchor corrected by its forest (or by
+  nothing, when it was fitted without one);
 * `Column`: one input column as it is (torchinfo's estimate).
 """
 
@@ -129,7 +130,7 @@ class Residual:
     scales: np.ndarray
     unseen_offset: float
     unseen_scale: float
-    forest: Forest
+    forest: Forest | None
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         X = np.asarray(X, dtype=float)
@@ -142,7 +143,7 @@ class Residual:
         scales = np.array([s for _, s in pairs])
         anchor = scales * X[:, self.base_col] + offsets
         keep = [i for i in range(X.shape[1]) if i != self.group_col]
-        correction = self.forest.predict(X[:, keep])
+        correction = np.zeros(len(X)) if self.forest is None else self.forest.predict(X[:, keep])
         return anchor * (1.0 + correction) if self.relative else anchor + correction
 
     def to_arrays(self, prefix: str) -> Arrays:
@@ -152,7 +153,8 @@ class Residual:
                 f"{prefix}relative": np.array(self.relative), f"{prefix}groups": self.groups,
                 f"{prefix}offsets": self.offsets, f"{prefix}scales": self.scales,
                 f"{prefix}unseen": np.array([self.unseen_offset, self.unseen_scale]),
-                **self.forest.to_arrays(f"{prefix}forest.")}
+                f"{prefix}has_forest": np.array(self.forest is not None),
+                **({} if self.forest is None else self.forest.to_arrays(f"{prefix}forest."))}
 
     @classmethod
     def from_arrays(cls, arrays: Arrays, prefix: str) -> Residual:
@@ -161,7 +163,8 @@ class Residual:
         return cls(int(arrays[f"{prefix}base_col"]), None if group_col < 0 else group_col,
                    bool(arrays[f"{prefix}relative"]), arrays[f"{prefix}groups"],
                    arrays[f"{prefix}offsets"], arrays[f"{prefix}scales"], unseen_offset,
-                   unseen_scale, Forest.from_arrays(arrays, f"{prefix}forest."))
+                   unseen_scale, Forest.from_arrays(arrays, f"{prefix}forest.")
+                   if bool(arrays.get(f"{prefix}has_forest", True)) else None)
 
 
 @dataclass(frozen=True, eq=False)

@@ -4,17 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from estimator import artefacts
 from estimator.data import RECONSTRUCTED, TARGETS
-from estimator.evaluation import evaluate, matrix
-from estimator.padding import held_out_pad
+from estimator.evaluation import evaluate, families, matrix
+from estimator.padding import fit_censored, held_out_pad
 from estimator.regressors import DESIGNS
 
 
 def artefact_name(target: str, design: str) -> str:
     return f"{target}.{design}"
+
+
+def censored_mask(frame: pd.DataFrame) -> np.ndarray:
+    """Rows whose ``y`` is a lower bound (a job killed for memory with ``y`` MiB held)."""
+    if "censored" not in frame:
+        return np.zeros(len(frame), dtype=bool)
+    return frame["censored"].fillna(False).astype(bool).to_numpy()
 
 
 def fit(target: str, design_name: str, frame: pd.DataFrame,
@@ -23,17 +31,34 @@ def fit(target: str, design_name: str, frame: pd.DataFrame,
 
     ``pad_seen``: E for a GPU type present in the rows (from leave one model
     out: covers models never seen); ``pad_unseen_gpu``: E for a GPU type absent
-    from the rows (the larger of that and leave one GPU out).
+    from the rows (the larger of that and leave one GPU out);
+    ``pad_unseen_family``: E for a model whose architecture family is absent
+    from the rows (``seen_families``): the larger of ``pad_seen`` and leave one
+    family out (`estimator.padding`; with a single family in the rows it cannot
+    be calibrated and is the larger of the other two, ``pad_unseen_family_basis``
+    says which). Rows with ``censored`` set are lower bounds (OOM kills,
+    `estimator.observations`): fitted Tobit-style and covered by every pad.
     """
     design = DESIGNS[target][design_name]
     usable = frame[~frame["over_capacity"]].reset_index(drop=True)
     X, y = matrix(usable, design), usable["y"].to_numpy(float)
-    regressor = design.make().fit(X, y)
+    censored = censored_mask(usable)
+    regressor = fit_censored(design.make, X, y, censored)
+    row_families = families(usable)
+    seen_families = sorted({str(f) for f in row_families})
     if isinstance(design.pad, str):
-        pad_seen = held_out_pad(design.make, X, y, usable["model"].to_numpy())
-        pad_unseen = max(pad_seen, held_out_pad(design.make, X, y, usable["gpu"].to_numpy()))
+        def pad(groups: np.ndarray) -> float:
+            return held_out_pad(design.make, X, y, groups, censored)
+
+        pad_seen = pad(usable["model"].to_numpy())
+        pad_unseen = max(pad_seen, pad(usable["gpu"].to_numpy()))
+        if len(seen_families) >= 2:
+            pad_family, basis = max(pad_seen, pad(row_families)), "leave one family out"
+        else:
+            pad_family, basis = max(pad_seen, pad_unseen), "one family only: not calibrated"
     else:
-        pad_seen = pad_unseen = float(design.pad)
+        pad_seen = pad_unseen = pad_family = float(design.pad)
+        basis = "fixed"
     meta: dict[str, Any] = {
         "target": target,
         "unit": TARGETS[target][1],
@@ -41,9 +66,13 @@ def fit(target: str, design_name: str, frame: pd.DataFrame,
         "columns": list(design.columns),
         "pad_seen": pad_seen,
         "pad_unseen_gpu": pad_unseen,
+        "pad_unseen_family": pad_family,
+        "pad_unseen_family_basis": basis,
         "seen_gpus": sorted(usable["gpu"].unique()),
+        "seen_families": seen_families,
         "models": sorted(usable["model"].unique()),
         "rows": int(len(usable)),
+        "censored_rows": int(censored.sum()),
         "sources": usable["source"].value_counts().to_dict(),
         "reconstructed_data": target in RECONSTRUCTED,
         "data_sha256": artefacts.data_hash(usable[["model", "batch", "gpu", "y"]]),
@@ -51,7 +80,6 @@ def fit(target: str, design_name: str, frame: pd.DataFrame,
     if with_stats:
         meta["held_out"] = {
             protocol: evaluate({design_name: design}, frame, protocol)[design_name]
-            for protocol in ("lomo", "logo")
+            for protocol in ("lomo", "lofo", "logo")
         }
     return regressor, meta
-

@@ -3,6 +3,7 @@
     schedtune evaluate --protocol lomo
     schedtune evaluate --protocol lofo            # leave one architecture family out
     schedtune evaluate --protocol logo-calibrated --target train-mem --json
+    schedtune evaluate --parts                    # what each simulated part explains, per family
 
 Protocols: random (80/20 x 10 seeds), lomo (leave one model out), lofo (leave
 one family out: ResNet, DenseNet, VGG in the authors' rows), logo (leave one GPU
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from estimator.data import DEFAULT_DATA_DIR, RECONSTRUCTED, TARGETS, load_target
 from estimator.errors import EstimatorError
-from estimator.evaluation import PROTOCOLS, evaluate_by_family
+from estimator.evaluation import ANCHORS, PROTOCOLS, evaluate_by_family, residual_parts
 from estimator.regressors import BASELINE, CHOSEN, DESIGNS
 
 COLUMNS = ("rmse", "rmsle", "avg_err_pct", "max_err_pct", "under_alloc_pct", "over_alloc_pct")
@@ -35,6 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", choices=tuple(TARGETS), default="train-mem")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--jobs", type=int, default=2, help="parallel folds (default 2)")
+    parser.add_argument("--designs", nargs="+", help="only these designs (default: all)")
+    parser.add_argument("--parts", action="store_true",
+                        help="report how much of the residual each simulated part removes "
+                             "(memory targets), instead of the designs")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
 
@@ -44,12 +49,23 @@ def main(argv: list[str] | None = None) -> int:
     except EstimatorError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    results = evaluate_by_family(DESIGNS[args.target], frame, args.protocol, n_jobs=args.jobs)
+    if args.parts:
+        parts = residual_parts(frame)
+        print(json.dumps({"target": args.target, "parts": parts}, indent=2) if args.json
+              else render_parts(parts))
+        return 0
+    designs = DESIGNS[args.target]
+    unknown = sorted(set(args.designs or ()) - set(designs))
+    if unknown:
+        parser.error(f"unknown designs {unknown}; known: {', '.join(designs)}")
+    if args.designs:
+        designs = {n: designs[n] for n in args.designs}
+    results = evaluate_by_family(designs, frame, args.protocol, n_jobs=args.jobs)
     report = {
         "protocol": args.protocol,
         "target": args.target,
-        "chosen": CHOSEN,
-        "baseline": BASELINE,
+        "chosen": CHOSEN if CHOSEN in results else next(iter(results)),
+        "baseline": BASELINE if BASELINE in results else next(iter(results)),
         "estimators": {name: by["all"] for name, by in results.items()},
         "by_family": {name: {f: m for f, m in by.items() if f != "all"}
                       for name, by in results.items()},
@@ -79,14 +95,33 @@ def render(report: dict) -> str:
         f"chosen/baseline average error: {chosen['avg_err_pct'] / base['avg_err_pct']:.2f}x; "
         f"{report['seconds']} s"
     )
-    lines.append("per family of the held-out rows (avg % / max % error, under-allocated %):")
+    lines.append("per family of the held-out rows (avg % / max % error, under-allocated %, "
+                 "over-allocation %):")
     for name, by in report["by_family"].items():
         lines.append(f"  {name:<18}" + "  ".join(
             f"{family} {m['avg_err_pct']:.1f}/{m['max_err_pct']:.1f}/{m['under_alloc_pct']:.1f}"
-            for family, m in by.items()))
+            f"/{m['over_alloc_pct']:.1f}" for family, m in by.items()))
     if "oom_detected_pct" in chosen:
         lines.append("over-capacity rows flagged as not fitting: " + ", ".join(
             f"{n} {m['oom_detected_pct']:.0f} %" for n, m in report["estimators"].items()))
+    return "\n".join(lines)
+
+
+def render_parts(parts: dict) -> str:
+    """Mean |residual| per family after each anchor (MiB and % of the measured peak)."""
+    lines = ["mean |residual| after anchor + per-GPU constant (constant from the other "
+             "families), MiB (% of peak); share of the first residual each part removed"]
+    lines.append(f"{'anchor':<46}" + "".join(f"{f:>22}" for f in parts))
+    for i, (column, label) in enumerate(ANCHORS):
+        cells = []
+        for by in parts.values():
+            cell = f"{by['mean_abs_left_mib'][column]:.0f} ({by['mean_abs_left_pct'][column]:.1f} %)"
+            if i:
+                cell += f" -{by['removed_share_pct'][column]:.0f}%"
+            cells.append(f"{cell:>22}")
+        lines.append(f"{label:<46}" + "".join(cells))
+    lines.append("per-GPU constant (CUDA context and libraries), MiB: " + ", ".join(
+        f"{g} {v:.0f}" for g, v in parts["all"]["gpu_constant_mib"].items()))
     return "\n".join(lines)
 
 

@@ -2,12 +2,17 @@
 
     schedtune train                   # all four targets, ours + paper-rfr
     schedtune train --target train-mem --no-stats
-    schedtune train --with-observations   # refit time predictors with observed runs
+    schedtune train --with-observations   # refit with the runs the monitor observed
 
 With --with-observations, the finished runs the monitor recorded (Redis stream
-st:observations; REDIS_URL, --redis, else the embedded server) join the training rows
-of the time targets, and the mean absolute error on those runs is reported before
-(reference data only) and after (5-fold: each run predicted by a refit without it).
+st:observations; REDIS_URL, --redis, else the embedded server) join the training rows:
+successful runs those of the time targets, and the mean absolute error on those runs
+is reported before (reference data only) and after (5-fold: each run predicted by a
+refit without it); runs killed for memory those of the memory targets as censored rows
+(the true peak was above the MiB they held: fitted as lower bounds, covered by every
+pad), and the share of them a padded prediction would still under-reserve is reported
+before and after (held out the same way). A target without usable runs is left as it
+is.
 
 Each artefact is written twice, as a scikit-learn pickle (.joblib, for evaluation) and in
 plain numpy (.npz, the form the service loads: estimator/portable.py), with a JSON beside
@@ -28,7 +33,7 @@ from estimator import artefacts
 from estimator.data import DEFAULT_DATA_DIR, TARGETS, load_target
 from estimator.errors import EstimatorError
 from estimator.observations import (
-    TIME_TARGETS, observation_rows, refit_gain, supersede,
+    TIME_TARGETS, censored_gain, censored_rows, observation_rows, refit_gain, supersede,
 )  # fmt: skip
 from estimator.regressors import BASELINE, CHOSEN
 from estimator.training import artefact_name, fit
@@ -45,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-stats", action="store_true",
                         help="skip the held-out statistics in the metadata (faster)")
     parser.add_argument("--with-observations", action="store_true",
-                        help="refit the time targets with the runs the monitor observed")
+                        help="refit with the runs the monitor observed (time: successful "
+                             "runs; memory: runs killed for memory, as lower bounds)")
     parser.add_argument("--redis", help="Redis URL holding the observations")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
@@ -58,10 +64,12 @@ def main(argv: list[str] | None = None) -> int:
         except RuntimeError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
-        args.target = [t for t in args.target if t in TIME_TARGETS]
     summary = {}
     for target in args.target:
-        extra = observation_rows(observations, target) if observations is not None else None
+        extra = None
+        if observations is not None:
+            extra = (observation_rows(observations, target) if target in TIME_TARGETS
+                     else censored_rows(observations, target))
         if extra is not None and extra.empty:
             log.info("%s: no usable observed runs; artefacts left as they are", target)
             continue
@@ -71,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         for design in args.design:
-            if extra is not None:
+            if extra is not None and target in TIME_TARGETS:
                 try:
                     gain = refit_gain(target, design, frame)
                 except ValueError as exc:
@@ -81,12 +89,26 @@ def main(argv: list[str] | None = None) -> int:
                 log.info("%s %s: %d observed runs, error on them %.1f %% before, %.1f %% after "
                          "(held out)", target, design, gain["observations"],
                          gain["before_mape_pct"], gain["after_mape_pct"])
-            fit_frame = supersede(frame) if extra is not None else frame
+            elif extra is not None:
+                try:
+                    gain = censored_gain(target, design, frame)
+                except ValueError as exc:  # a fixed-pad design: fitted, but not reported
+                    log.info("%s %s: %s", target, design, exc)
+                else:
+                    summary[f"{target}.{design}.observations"] = gain
+                    log.info("%s %s: %d runs killed for memory, %.0f %% of them under-reserved "
+                             "again before, %.0f %% after (held out)", target, design,
+                             gain["killed_runs"], gain["still_killed_before_pct"],
+                             gain["still_killed_after_pct"])
+            fit_frame = supersede(frame) if extra is not None and target in TIME_TARGETS \
+                else frame
             regressor, meta = fit(target, design, fit_frame, with_stats=not args.no_stats)
             path = artefacts.save(artefact_name(target, design), regressor, meta, args.out)
-            summary[path.stem] = {k: meta[k] for k in ("rows", "pad_seen", "pad_unseen_gpu")}
-            log.info("%s: %d rows, pad %.3f seen / %.3f unseen GPU", path.name, meta["rows"],
-                     meta["pad_seen"], meta["pad_unseen_gpu"])
+            summary[path.stem] = {k: meta[k] for k in (
+                "rows", "censored_rows", "pad_seen", "pad_unseen_gpu", "pad_unseen_family")}
+            log.info("%s: %d rows (%d censored), pad %.3f seen / %.3f unseen GPU / %.3f unseen "
+                     "family", path.name, meta["rows"], meta["censored_rows"], meta["pad_seen"],
+                     meta["pad_unseen_gpu"], meta["pad_unseen_family"])
     if args.json:
         print(json.dumps(summary, indent=2))
     return 0

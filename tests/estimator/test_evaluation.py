@@ -56,3 +56,38 @@ def test_per_family_report_splits_the_same_held_out_rows(frame) -> None:
     assert set(report) == {"all", "resnet", "densenet", "vgg"}
     assert sum(m["rows"] for f, m in report.items() if f != "all") == report["all"]["rows"]
     assert report["all"]["max_err_pct"] == max(m["max_err_pct"] for m in report.values())
+
+
+def test_lofo_gives_a_held_out_family_the_pad_the_service_would(frame) -> None:
+    """The pad of a held-out family is the artefact's pad_unseen_family fitted on the
+    other families: what a user's new kind of model gets."""
+    from estimator.evaluation import _outer_splits, families
+    from estimator.training import fit
+
+    design = "device-constant"
+    rows = held_out(DESIGNS["train-mem"][design], frame, "lofo", n_jobs=1)
+    family = families(frame)
+    for fit_idx, test_idx in _outer_splits(frame, "lofo"):
+        (out,) = set(family[test_idx])
+        _, meta = fit("train-mem", design, frame.iloc[fit_idx], with_stats=False)
+        assert out not in meta["seen_families"]
+        assert rows[rows["family"] == out]["pad"].unique().tolist() == [
+            pytest.approx(meta["pad_unseen_family"])]
+
+
+def test_each_simulated_part_removes_residual_for_every_family(frame) -> None:
+    from estimator.evaluation import ANCHORS, residual_parts
+
+    parts = residual_parts(frame)
+    assert set(parts) == {"resnet", "densenet", "vgg", "all"}
+    first, last = ANCHORS[0][0], ANCHORS[-1][0]
+    for family in ("resnet", "densenet", "vgg", "all"):
+        left = parts[family]["mean_abs_left_mib"]
+        assert left[last] < 0.5 * left[first], family  # allocator + workspace: most of it
+    # VGG's overhead was mostly the allocator's: twice the ResNets' before, its residual
+    # falls by more than half with the segments alone.
+    vgg = parts["vgg"]["mean_abs_left_mib"]
+    assert vgg[first] > 2 * parts["resnet"]["mean_abs_left_mib"][first]
+    assert vgg["sim_reserved_mb"] < 0.5 * vgg["sim_allocated_mb"]
+    assert parts["vgg"]["mean_abs_left_pct"][last] < 8.0
+    assert set(parts["all"]["gpu_constant_mib"]) == set(frame["gpu"])

@@ -57,3 +57,59 @@ def test_train_cli_reads_observations_from_redis(data_dir, store, redis_url, tmp
     assert gain["after_mape_pct"] < gain["before_mape_pct"]
     assert (tmp_path / "train-time.ours.joblib").is_file()
     assert "infer-time.ours.observations" not in summary or summary["infer-time.ours.observations"]
+
+
+def _ooms(data_dir, factor: float = 1.3) -> list[dict]:
+    """Runs killed for memory on a cluster whose RTX 3090s need `factor` x what the
+    reference data measured (their reservations were the measured peak, so too small)."""
+    rows = load_target("train-mem", data_dir)
+    rows = rows[(rows["gpu"] == "RTX-3090") & rows["model"].isin(["vgg16", "vgg19", "resnet50"])]
+    return [{"uid": f"k{i}", "model": r.model, "task": "train", "batch": str(r.batch),
+             "units": "1", "gpu_type": "RTX-3090", "seconds": "30", "oom": "1",
+             "outcome": "oom", "reserved_mib": str(r.y * factor)}
+            for i, r in enumerate(rows.itertuples())]
+
+
+def test_runs_killed_for_memory_become_censored_rows() -> None:
+    from estimator.observations import censored_rows
+
+    killed = {"model": "vgg16", "task": "train", "batch": "32", "gpu_type": "RTX-3090",
+              "reserved_mib": "9000", "oom": "1", "outcome": "oom"}
+    bad = [{**killed, "oom": "0", "outcome": "succeeded"}, {**killed, "model": "nope"},
+           {**killed, "gpu_type": "TPU"}, {**killed, "reserved_mib": "-1"},
+           {**killed, "reserved_mib": "99999999"}, {**killed, "task": "inference"},
+           {k: v for k, v in killed.items() if k != "reserved_mib"}]
+    rows = censored_rows([killed, {**killed, "oom": "0"}, *bad], "train-mem")
+    assert rows.to_dict("records") == [
+        {"model": "vgg16", "batch": 32, "gpu": "RTX-3090", "y": 9000.0, "source": "oom",
+         "censored": True}] * 2  # outcome "oom" alone says so too
+    with pytest.raises(ValueError, match="memory"):
+        censored_rows([killed], "train-time")
+
+
+def test_refitting_with_killed_runs_stops_under_reserving_them(data_dir) -> None:
+    from estimator.observations import censored_gain, censored_rows
+
+    extra = censored_rows(_ooms(data_dir), "train-mem")
+    frame = load_target("train-mem", data_dir, extra=extra)
+    gain = censored_gain("train-mem", "device-constant", frame)
+    assert gain["killed_runs"] == len(extra) == 12
+    assert gain["still_killed_before_pct"] > 50  # the reference pad cannot know this cluster
+    assert gain["still_killed_after_pct"] < gain["still_killed_before_pct"] / 2
+
+
+def test_train_cli_fits_memory_on_killed_runs(data_dir, store, redis_url, tmp_path,
+                                              capsys) -> None:
+    from scripts import train
+
+    for observation in _ooms(data_dir):
+        store.record_observation(observation)
+    code = train.main(["--with-observations", "--redis", redis_url, "--data", str(data_dir),
+                       "--target", "train-mem", "--design", "device-constant",
+                       "--out", str(tmp_path), "--no-stats", "--json"])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["train-mem.device-constant"]["censored_rows"] == 12
+    assert summary["train-mem.device-constant.observations"]["killed_runs"] == 12
+    meta = json.loads((tmp_path / "train-mem.device-constant.json").read_text())
+    assert meta["censored_rows"] == 12 and meta["sources"]["oom"] == 12

@@ -27,3 +27,45 @@ def test_held_out_pad_comes_from_rows_outside_the_fit() -> None:
     assert held_out_pad(ColumnRegressor, X, y, groups) == pytest.approx(0.5)
     with pytest.raises(ValueError, match="two groups"):
         held_out_pad(ColumnRegressor, X, y, np.zeros(4))
+
+
+def test_censored_rows_are_lifted_above_their_bounds() -> None:
+    from estimator.padding import CENSOR_MARGIN, fit_censored
+    from estimator.regressors import ResidualPeakRegressor
+
+    # An anchor 1000 MiB short on one GPU; two runs on that GPU were killed at 1200 MiB
+    # above the anchor (their true peak is higher still).
+    base = np.linspace(1000, 5000, 30)
+    X = np.column_stack([base, np.zeros(30)])
+    y = base + 500.0
+    censored = np.zeros(30, bool)
+    censored[[10, 20]] = True
+    y[censored] = base[censored] + 1200.0
+    make = lambda: ResidualPeakRegressor(relative=False, n_estimators=0)  # noqa: E731
+    plain = make().fit(X[~censored], y[~censored])
+    assert np.all(plain.predict(X[censored]) < y[censored])
+    # A forest fitted Tobit-style learns the killed jobs' extra need: in-sample it moves
+    # more than half way from the plain fit to bound x margin (bootstrap averages the rest).
+    forest = lambda: ResidualPeakRegressor(relative=False, min_samples_leaf=1)  # noqa: E731
+    before = forest().fit(X[~censored], y[~censored]).predict(X[censored])
+    after = fit_censored(forest, X, y, censored).predict(X[censored])
+    assert np.all(after - before > 0.5 * (y[censored] * CENSOR_MARGIN - before))
+    # The pad covers the bounds (x margin) on held-out predictions.
+    groups = np.arange(30) % 5
+    pad = held_out_pad(make, X, y, groups, censored)
+    preds = np.array([fit_censored(make, X[groups != g], y[groups != g], censored[groups != g])
+                      .predict(X[groups == g]) for g in range(5)])
+    assert pad >= max(y[c] * CENSOR_MARGIN / preds[c % 5, c // 5] - 1 for c in (10, 20)) - 1e-9
+    assert pad > held_out_pad(make, X, y, groups)  # read as exact values, a smaller pad
+
+
+def test_runtime_pad_picks_the_distance_to_the_training_data() -> None:
+    from estimator.padding import runtime_pad
+
+    pads = {"pad_seen": 0.1, "pad_unseen_gpu": 0.2, "pad_unseen_family": 0.3}
+    assert runtime_pad(pads, True, True) == (0.1, "GPU type seen in training")
+    assert runtime_pad(pads, False, True)[0] == 0.2
+    pad, why = runtime_pad(pads, True, False)
+    assert pad == 0.3 and "family not seen" in why
+    assert runtime_pad({**pads, "pad_unseen_family": 0.15}, False, False)[0] == 0.2
+    assert runtime_pad({"pad_seen": 0.1, "pad_unseen_gpu": 0.2}, True, False)[0] == 0.1

@@ -39,3 +39,16 @@ def test_absolute_residual_corrects_in_target_units() -> None:
     assert absolute.predict(big)[0] == pytest.approx(5000 + 100 + 400, abs=1.0)
     relative = ResidualPeakRegressor(min_samples_leaf=1).fit(X, y)
     assert relative.predict(big)[0] > absolute.predict(big)[0] + 500  # 400 MiB scaled up
+
+
+@parametrize_with_checks([ResidualPeakRegressor(n_estimators=0)])
+def test_anchor_only_is_sklearn_compatible(estimator, check) -> None:
+    check(estimator)
+
+
+def test_anchor_only_predicts_anchor_plus_per_gpu_median() -> None:
+    X = np.array([[100.0, 0.0], [200.0, 0.0], [300.0, 1.0], [400.0, 1.0], [500.0, 1.0]])
+    y = np.array([150.0, 260.0, 400.0, 520.0, 600.0])
+    model = ResidualPeakRegressor(relative=False, n_estimators=0).fit(X, y)
+    assert model.forest_ is None
+    assert model.predict(np.array([[1000.0, 0.0], [1000.0, 1.0]])).tolist() == [1055.0, 1100.0]

@@ -1,0 +1,43 @@
+"""Artefact metadata: the three pads and the families seen, from the real rows."""
+
+import pytest
+
+from estimator.data import load_target
+from estimator.padding import held_out_pad
+from estimator.regressors import DESIGNS
+from estimator.training import fit
+
+DESIGN = "device-constant"  # no forest: seconds
+
+
+@pytest.fixture(scope="module")
+def frame(data_dir):
+    return load_target("train-mem", data_dir)
+
+
+def test_a_family_absent_from_training_gets_the_leave_one_family_out_pad(frame) -> None:
+    from estimator.evaluation import families, matrix
+
+    _, meta = fit("train-mem", DESIGN, frame, with_stats=False)
+    assert meta["seen_families"] == ["densenet", "resnet", "vgg"]
+    assert meta["pad_unseen_family_basis"] == "leave one family out"
+    usable = frame[~frame["over_capacity"]].reset_index(drop=True)
+    design = DESIGNS["train-mem"][DESIGN]
+    by_family = held_out_pad(design.make, matrix(usable, design), usable["y"].to_numpy(float),
+                             families(usable))
+    assert meta["pad_unseen_family"] == max(meta["pad_seen"], by_family)
+    assert meta["pad_unseen_family"] > meta["pad_seen"]  # VGG from ResNets and DenseNets
+    assert meta["pad_unseen_gpu"] >= meta["pad_seen"] and meta["censored_rows"] == 0
+
+
+def test_one_family_cannot_calibrate_a_family_pad(frame) -> None:
+    resnets = frame[frame["model"].str.startswith("resnet")]
+    _, meta = fit("train-mem", DESIGN, resnets, with_stats=False)
+    assert meta["seen_families"] == ["resnet"]
+    assert meta["pad_unseen_family"] == max(meta["pad_seen"], meta["pad_unseen_gpu"])
+    assert "not calibrated" in meta["pad_unseen_family_basis"]
+
+
+def test_fixed_pad_designs_keep_their_pad_everywhere(frame) -> None:
+    _, meta = fit("train-mem", "paper-rfr", frame, with_stats=False)
+    assert meta["pad_seen"] == meta["pad_unseen_gpu"] == meta["pad_unseen_family"] == 0.0898
