@@ -57,7 +57,10 @@ def fit_rows(table: GpuTable, needs: Mapping[str, Need], limits: Limits,
     """The job on every GPU row of `table`. Raises KeyError for a GPU type of a usable
     node that `needs` lacks (as the per-node code did)."""
     key = ("fit", tuple(sorted(needs.items())), id(limits), tuple(sorted(holds.items())))
-    cached = table.memo.get(key)
+    try:
+        cached = table.memo.get(key)
+    except TypeError:  # a need that cannot be hashed: nothing to share
+        return _fit_rows(table, needs, limits, holds)
     if cached is not None and cached[0] is limits:
         return cached[1]
     fit = _fit_rows(table, needs, limits, holds)
@@ -74,9 +77,9 @@ def _fit_rows(table: GpuTable, needs: Mapping[str, Need], limits: Limits,
         ok = here and usable(gpus)
         layout_needs.append(needs[type_of(gpus)] if ok and gpus is not None else None)
         layout_limits.append(limits.for_node(gpus) if ok and gpus is not None else 0)
-    padded = np.array([n.padded_mib if n else np.inf for n in layout_needs], dtype=float)
-    work = np.array([n.predicted_s if n else np.inf for n in layout_needs], dtype=float)
-    count = np.array([n.gpus if n else 1 for n in layout_needs], dtype=np.int64)
+    padded = np.array([np.inf if n is None else n.padded_mib for n in layout_needs])
+    work = np.array([np.inf if n is None else n.predicted_s for n in layout_needs])
+    count = np.array([1 if n is None else n.gpus for n in layout_needs], dtype=np.int64)
     rows = table.gpu_layout
     row_padded, row_limit = padded[rows], np.array(layout_limits, dtype=np.int64)[rows]
     room = (table.gpu_jobs < row_limit) & (row_padded <= table.gpu_free)

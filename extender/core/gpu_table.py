@@ -119,14 +119,9 @@ class GpuTable(Mapping[str, NodeState]):
                                                         shape.node_seg)
         self.gpu_free, self.gpu_jobs, self.job_start = gpu_free, gpu_jobs, job_start
         self.jobs = jobs
-        row_start = shape.row_start
-        if fit_rank is None:
-            fit_rank = _ranks(self.gpu_node, row_start, (self.gpu_index, gpu_free))
-        if roomy_rank is None:
-            local = np.arange(len(gpu_free)) - row_start
-            roomy_rank = _ranks(self.gpu_node, row_start, (local, -gpu_free))
-        self.fit_order = _order(row_start, fit_rank)
-        self.roomy_order = _order(row_start, roomy_rank)
+        self._fit_rank, self._roomy_rank = fit_rank, roomy_rank
+        self._fit_order: IntArray | None = None
+        self._roomy_order: IntArray | None = None
         self.memo: dict[Any, Any] = {}
         self._states: StateCache = {} if states is None else states
         self._node_version = node_version
@@ -185,6 +180,25 @@ class GpuTable(Mapping[str, NodeState]):
     @property
     def names_array(self) -> np.ndarray:
         return self.shape.names_array
+
+    @property
+    def fit_order(self) -> IntArray:
+        if self._fit_order is None:
+            rank = self._fit_rank
+            if rank is None:
+                rank = _ranks(self.gpu_node, self.shape.row_start, (self.gpu_index, self.gpu_free))
+            self._fit_order = _order(self.shape.row_start, rank)
+        return self._fit_order
+
+    @property
+    def roomy_order(self) -> IntArray:
+        if self._roomy_order is None:
+            rank = self._roomy_rank
+            if rank is None:
+                local = np.arange(len(self.gpu_free)) - self.shape.row_start
+                rank = _ranks(self.gpu_node, self.shape.row_start, (local, -self.gpu_free))
+            self._roomy_order = _order(self.shape.row_start, rank)
+        return self._roomy_order
 
     def layout_of(self, position: int) -> NodeGpus | None:
         return self.layouts[int(self.node_layout[position])]

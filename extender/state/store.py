@@ -152,11 +152,12 @@ class RedisStore:
         named (claimed by a request) and the node watcher's (None: never seen)."""
         with self._mirror_lock:
             nodes_rev, waiting, floors = self._sync_mirror()
-            watches = vet is not None or None in nodes.values()
-            watched = self._layouts(nodes_rev) if watches else {}
+            watched = self._layouts(nodes_rev)  # re-read only when the watcher changed one
             mirror = self._mirror
             states: Mapping[str, NodeState]
-            if vet is None and nodes and not any(nodes.values()):  # names only: arrays
+            if vet is None and nodes and (not any(nodes.values()) or all(
+                    layout is None or layout == watched.get(name)
+                    for name, layout in nodes.items())):  # the watcher's layouts: arrays
                 states = mirror.table(tuple(nodes), watched, now)
             else:
                 layouts = {name: vet(layout, watched.get(name)) if vet is not None
