@@ -4,11 +4,12 @@ A node passes when enough of its GPUs (the pod's `Need.gpus`, one by default)
 have room for the padded estimate of the job on that GPU type, below its
 collocation limit and beside the room held for older waiting pods
 (`extender.core.room`). The verdict names the best-fit GPU, or says why not in
-words `kubectl describe` users read. A pod that fits nowhere (and could fit
-somewhere once jobs end) becomes a waiter.
+words `kubectl describe` users read (`extender.core.per_node` holds them). A pod
+that fits nowhere (and could fit somewhere once jobs end) becomes a waiter.
 
-Every node is judged at once over the request's `GpuTable` (`extender.core.fit`);
-a reason is written once per distinct failure, never per node.
+Many nodes are judged at once over the request's `GpuTable` (`extender.core.fit`),
+a reason written once per distinct failure; a request naming fewer than
+`ARRAYS_FROM` nodes is judged node by node (`per_node`), the same decisions.
 """
 
 from __future__ import annotations
@@ -19,19 +20,15 @@ from typing import Any
 
 import numpy as np
 
-from extender.core import decisions
+from extender.core import decisions, per_node
 from extender.core.fit import Fit, fit_rows
-from extender.core.gpu_table import GpuTable
+from extender.core.gpu_table import GpuTable, judged_at_once
 from extender.core.job import Assessment, NotOurs, PodJob, Refused
 from extender.core.room import NO_HOLDS, Holds, has_room, held_from, held_gpus
 from extender.model import (
     Decision, FilterRecord, Limits, Need, NodeGpus, NodeState, Verdict, Waiter, type_of,
 )  # fmt: skip
 from extender.settings import Settings
-
-UNKNOWN_NODE = Verdict(False, "node unknown to the extender: no GPU layout in the request and "
-                       "none from the node watcher yet", unresolvable=True)
-
 
 @dataclass(frozen=True)
 class FilterDecision:
@@ -60,19 +57,17 @@ def decide_filter(assessment: Assessment, nodes: Mapping[str, NodeGpus | None],
     limits = settings.collocation
     holds = held_gpus(snapshot, limits, settings.interference_alpha, pod.uid, settings.hold_for,
                       settings.hold_after_s)
-    table = GpuTable.from_states(snapshot.nodes)
-    fit = fit_rows(table, needs, limits, holds)
-    verdict_list, fits = _judge(table, fit, holds)
-    verdicts = dict(zip(table.names, verdict_list, strict=True))
-    passing = table.names_array[fits].tolist()
-    held_nodes = sorted({node for node, _ in holds}, key=table.positions.__getitem__)
-    held = {name: tuple(blocked) for name in held_nodes if fits[table.positions[name]]
+    verdicts, passing = _verdicts(snapshot.nodes, needs, limits, holds)
+    held_nodes = sorted({node for node, _ in holds}, key=list(snapshot.nodes).index) \
+        if holds else []
+    held = {name: tuple(blocked) for name in held_nodes if verdicts[name].fits
             and (blocked := held_from(snapshot.nodes[name], _need(snapshot.nodes[name], needs),
                                       limits, holds))}  # fmt: skip
     # Bind comes only to a node that passed: keep no other layout (a large request's record).
     layouts = ({name: gpus for name in passing if (gpus := nodes[name]) is not None}
                if any(nodes.values()) else {})
-    waits = settings.hold_for and not passing and not all(v.unresolvable for v in verdict_list)
+    waits = settings.hold_for and not passing and not all(
+        v.unresolvable for v in verdicts.values())
     waiter = None
     if waits:
         since = next((w.since for w in snapshot.waiting if w.uid == pod.uid), snapshot.now)
@@ -87,10 +82,8 @@ def decide_filter(assessment: Assessment, nodes: Mapping[str, NodeGpus | None],
 
 def filter_nodes(nodes: Mapping[str, NodeState], needs: Mapping[str, Need], limits: Limits,
                  holds: Holds = NO_HOLDS) -> dict[str, Verdict]:
-    """Verdict per node, every node judged at once."""
-    table = GpuTable.from_states(nodes)
-    verdicts, _ = _judge(table, fit_rows(table, needs, limits, holds), holds)
-    return dict(zip(table.names, verdicts, strict=True))
+    """Verdict per node."""
+    return _verdicts(nodes, needs, limits, holds)[0]
 
 
 def node_verdict(node: NodeState, needs: Mapping[str, Need], limits: Limits,
@@ -98,11 +91,33 @@ def node_verdict(node: NodeState, needs: Mapping[str, Need], limits: Limits,
     return filter_nodes({node.name: node}, needs, limits, holds)[node.name]
 
 
+def _verdicts(nodes: Mapping[str, NodeState], needs: Mapping[str, Need], limits: Limits,
+              holds: Holds) -> tuple[dict[str, Verdict], list[str]]:
+    """Verdict per node and the passing nodes, in order: at once, or node by node."""
+    if not judged_at_once(nodes):
+        by_layout: dict[NodeGpus | None, Verdict] = {}  # idle nodes: the layout decides
+        held_nodes = {node for node, _ in holds}
+        verdicts = {}
+        for name, node in nodes.items():
+            if node.idle and name not in held_nodes:
+                verdict = by_layout.get(node.gpus)
+                if verdict is None:
+                    verdict = by_layout[node.gpus] = per_node.node_verdict(node, needs, limits)
+            else:
+                verdict = per_node.node_verdict(node, needs, limits, holds)
+            verdicts[name] = verdict
+        return verdicts, [name for name, verdict in verdicts.items() if verdict.fits]
+    table = GpuTable.from_states(nodes)
+    verdict_list, fits = _judge(table, fit_rows(table, needs, limits, holds), holds)
+    return dict(zip(table.names, verdict_list, strict=True)), table.names_array[fits].tolist()
+
+
 def _judge(table: GpuTable, fit: Fit, holds: Holds) -> tuple[list[Verdict], np.ndarray]:
     """A verdict per node of `table`, in order (one `Verdict` per distinct outcome), and
     which nodes pass."""
     # Whole layouts that can never take the job: no layout, a problem, too small a card.
-    verdicts = [_layout_verdict(g, n) for g, n in zip(table.layouts, fit.needs, strict=True)]
+    verdicts = [per_node.layout_verdict(g, n)
+                for g, n in zip(table.layouts, fit.needs, strict=True)]
     out = _objects(verdicts)[table.node_layout]
     settled = np.array([v is not None for v in verdicts], dtype=bool)[table.node_layout]
     gpus_needed = table.per_node(fit.gpus[table.seg_starts], 1)
@@ -128,24 +143,6 @@ def _objects(values: list[Any]) -> np.ndarray:
     return array
 
 
-def _layout_verdict(gpus: NodeGpus | None, need: Need | None) -> Verdict | None:
-    if gpus is None:
-        return UNKNOWN_NODE
-    if gpus.problem or gpus.count == 0:
-        return Verdict(False, gpus.problem or "node has no GPUs", unresolvable=True)
-    if need is None:
-        return None  # not among the request's nodes
-    label = gpus.gpu_type or gpus.product
-    if need.padded_mib > gpus.memory_mib:
-        return Verdict(False, f"needs {need.padded_mib:.0f} MiB padded, more than "
-                       f"the {gpus.memory_mib} MiB of one {label}", unresolvable=True)
-    if need.gpus > gpus.count:
-        return Verdict(False, f"needs {need.gpus} GPUs with {need.padded_mib:.0f} MiB padded "
-                       f"each, more than the {gpus.count} of this node ({label})",
-                       unresolvable=True)
-    return None
-
-
 def _held_verdicts(table: GpuTable, fit: Fit, holds: Holds,
                    failing: np.ndarray) -> dict[int, Verdict]:
     """Failing nodes that would pass but for a GPU held for an older waiting pod."""
@@ -165,10 +162,8 @@ def _held_verdicts(table: GpuTable, fit: Fit, holds: Holds,
                 and has_room(g, need, limit, None)]  # fmt: skip
         if held and int(fit.room_count[position]) + len(held) >= need.gpus:
             hold = holds[name, held[0].index]
-            label = gpus.gpu_type or gpus.product
-            verdicts[position] = Verdict(
-                False, f"GPU {held[0].index} ({label}) is held for an older waiting pod "
-                f"({hold.uid}, {hold.padded_mib:.0f} MiB); the job does not fit beside it")
+            verdicts[position] = Verdict(False, per_node.held_reason(
+                held[0].index, gpus.gpu_type or gpus.product, hold.uid, hold.padded_mib))
     return verdicts
 
 
@@ -203,15 +198,8 @@ def _short_verdict(table: GpuTable, fit: Fit, layout: int, room: int, free: floa
                    index: int) -> Verdict:
     gpus, need = table.layouts[layout], fit.needs[layout]
     assert gpus is not None and need is not None
-    label = gpus.gpu_type or gpus.product
-    if index < 0:
-        return Verdict(False, f"collocation limit {fit.limits[layout]} reached on every GPU "
-                       f"({label})")
-    if need.gpus > 1:
-        return Verdict(False, f"needs {need.padded_mib:.0f} MiB padded on each of {need.gpus} "
-                       f"GPUs, {room} of {gpus.count} have room ({label})")
-    return Verdict(False, f"needs {need.padded_mib:.0f} MiB padded, "
-                   f"{free:.0f} MiB free on GPU {index} ({label})")
+    return Verdict(False, per_node.short_reason(need, gpus, fit.limits[layout], room,
+                                                None if index < 0 else (free, index)))
 
 
 def _need(node: NodeState, needs: Mapping[str, Need]) -> Need:

@@ -25,6 +25,7 @@ from extender.model import GpuState, NodeGpus, NodeState, QueuedJob
 
 IntArray = np.ndarray
 FloatArray = np.ndarray
+ARRAYS_FROM = 32  # requests naming fewer nodes are judged node by node (`core.per_node`)
 StateCache = dict[str, tuple[int, NodeState]]  # node -> (the version it shows, its state)
 
 
@@ -291,6 +292,11 @@ def _order(row_node_start: IntArray, rank: IntArray) -> IntArray:
     order = np.empty(len(rank), dtype=np.int64)
     order[row_node_start + rank] = np.arange(len(rank))
     return order
+
+
+def judged_at_once(nodes: Mapping[str, NodeState]) -> bool:
+    """Whether decisions over `nodes` take the array path (a table, or many nodes)."""
+    return isinstance(nodes, GpuTable) or len(nodes) >= ARRAYS_FROM
 
 
 def distinct_layouts(nodes: Mapping[str, NodeState]) -> list[NodeGpus | None]:

@@ -6,9 +6,11 @@ A pod on k GPUs of one node (`Need.gpus`) is priced on the slowest of the k
 cheapest usable GPUs (best fit first among equals), with the memory those k
 would have left.
 
-Every node is priced at once over the request's `GpuTable`: the GPUs with room
+Many nodes are priced at once over the request's `GpuTable`: the GPUs with room
 come from `extender.core.fit` (shared with filter), idle ones cost the job
-alone, busy ones are priced by the policy on arrays (`ScoringPolicy.costs_s`).
+alone, busy ones are priced by the policy on arrays (`ScoringPolicy.costs_s`). A
+request naming fewer than `ARRAYS_FROM` nodes is priced node by node
+(`extender.core.per_node`), the same prices.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from extender.core.fit import Fit, fit_rows
-from extender.core.gpu_table import GpuTable
+from extender.core import per_node
+from extender.core.gpu_table import GpuTable, judged_at_once
 from extender.core.job import Assessment, PodJob
 from extender.core.room import NO_HOLDS, Holds, held_gpus
-from extender.model import ClusterSnapshot, Limits, Need, NodeState
+from extender.model import ClusterSnapshot, Limits, Need, NodeGpus, NodeState
 from extender.policies.base import Placement, ScoringPolicy
 from extender.policies.timeline_arrays import remaining_s
 from extender.settings import Settings
@@ -41,6 +44,23 @@ def decide_scores(assessment: Assessment, nodes: Iterable[str],
 def score_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: Limits,
                 policy: ScoringPolicy, holds: Holds = NO_HOLDS) -> dict[str, float]:
     """Scores in [0, 1] for the nodes that can take the job (others score 0)."""
+    if not judged_at_once(snapshot.nodes):
+        held_nodes = {node for node, _ in holds}
+        idle: dict[NodeGpus | None, Placement | None] = {}  # idle nodes: the layout decides
+        placements: dict[str, Placement] = {}
+        for name, node in snapshot.nodes.items():
+            if node.idle and name not in held_nodes:
+                if node.gpus not in idle:
+                    idle[node.gpus] = per_node.node_placement(node, needs, limits, snapshot.now,
+                                                              policy)
+                placement = idle[node.gpus]
+            else:
+                placement = per_node.node_placement(node, needs, limits, snapshot.now, policy,
+                                                    holds)
+            if placement is not None:
+                placements[name] = placement
+        scores = policy.scores(placements)
+        return {name: scores.get(name, 0.0) for name in snapshot.nodes}
     table = GpuTable.from_states(snapshot.nodes)
     placed, cost, left = _placements(table, fit_rows(table, needs, limits, holds), policy,
                                      snapshot.now)
@@ -53,7 +73,10 @@ def node_placement(node: NodeState, needs: Mapping[str, Need], limits: Limits, n
                    policy: ScoringPolicy, holds: Holds = NO_HOLDS) -> Placement | None:
     """The node's price and the memory left on the GPUs bind would reserve. None when the
     node cannot take the job now."""
-    table = GpuTable.from_states({node.name: node})
+    nodes = {node.name: node}
+    if not judged_at_once(nodes):
+        return per_node.node_placement(node, needs, limits, now, policy, holds)
+    table = GpuTable.from_states(nodes)
     placed, cost, left = _placements(table, fit_rows(table, needs, limits, holds), policy, now)
     return Placement(float(cost[0]), float(left[0])) if len(placed) else None
 

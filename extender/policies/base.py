@@ -85,17 +85,25 @@ class ScoringPolicy(ABC):
         return costs
 
     def scores(self, placements: Mapping[str, Placement]) -> dict[str, float]:
-        """Scores in [0, 1] for the nodes that can take the job (see the module docstring)."""
+        """Scores in [0, 1] for the nodes that can take the job (see the module docstring);
+        `score_array` gives the same for many nodes at once."""
         if not placements:
             return {}
-        costs = np.array([p.cost_s for p in placements.values()], dtype=float)
-        lefts = np.array([p.left_mib for p in placements.values()], dtype=float)
-        return dict(zip(placements, self.score_array(costs, lefts).tolist(), strict=True))
+        soonest = min(p.cost_s for p in placements.values())
+        scores = {name: 1.0 if p.cost_s <= 0 else min(1.0, soonest / p.cost_s)
+                  for name, p in placements.items()}  # fmt: skip
+        tied = [name for name, p in placements.items() if p.cost_s <= soonest * (1 + 1e-9)]
+        if len(tied) > 1:
+            keep = min(tied, key=lambda name: placements[name].left_mib)  # first among equals
+            for name in tied:
+                if name != keep:
+                    scores[name] = min(scores[name], TIED_SCORE)
+        return scores
 
     def score_array(self, cost_s: np.ndarray, left_mib: np.ndarray) -> np.ndarray:
-        """Scores in [0, 1] of placements given as arrays (nodes in order): the soonest 1,
-        the others soonest / own, and among the nodes tied for the soonest only the first
-        tightest fit keeps its score, the others at most `TIED_SCORE`."""
+        """`scores` of placements given as arrays (nodes in order), the same values: the
+        soonest 1, the others soonest / own, and among the nodes tied for the soonest only
+        the first tightest fit keeps its score, the others at most `TIED_SCORE`."""
         if not len(cost_s):
             return np.zeros(0)
         soonest = float(cost_s.min())

@@ -64,6 +64,7 @@ from typing import Any
 import orjson
 import redis
 
+from extender.core import gpu_table
 from extender.errors import Conflict, StoreUnavailable
 from extender.model import (
     ClusterSnapshot, Decision, FilterRecord, JobRecord, NodeGpus, NodeState, PodDemand,
@@ -155,9 +156,10 @@ class RedisStore:
             watched = self._layouts(nodes_rev)  # re-read only when the watcher changed one
             mirror = self._mirror
             states: Mapping[str, NodeState]
-            if vet is None and nodes and (not any(nodes.values()) or all(
-                    layout is None or layout == watched.get(name)
-                    for name, layout in nodes.items())):  # the watcher's layouts: arrays
+            if vet is None and len(nodes) >= gpu_table.ARRAYS_FROM and (
+                    not any(nodes.values()) or all(layout is None or layout == watched.get(name)
+                                                   for name, layout in nodes.items())):
+                # Many nodes, with the watcher's layouts: the worker's arrays.
                 states = mirror.table(tuple(nodes), watched, now)
             else:
                 layouts = {name: vet(layout, watched.get(name)) if vet is not None

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from extender.core.filtering import decide_filter
+from extender.core import gpu_table
 from extender.core.gpu_table import GpuTable
 from extender.core.job import PodJob
 from extender.core.prioritizing import decide_scores
@@ -78,28 +79,27 @@ def test_waits_until_a_job_fits_on_arrays_equal_the_per_gpu_waits_exactly() -> N
 def test_scores_on_arrays_equal_the_per_node_scores() -> None:
     rng = random.Random(3)
     policy = make_policy("marginal", 0.47)
-    for _ in range(200):
-        placements = {f"n{i}": Placement(rng.choice([100.0, 100.0, rng.uniform(1, 900), 0.0]),
+    for _ in range(300):
+        placements = {f"n{i}": Placement(rng.choice([100.0, 100.0, 100.0 * (1 + 1e-10),
+                                                     rng.uniform(1, 900), 0.0]),
                                          rng.choice([5.0, 5.0, rng.uniform(0, 9)]))
                       for i in range(rng.randint(1, 12))}
-        soonest = min(p.cost_s for p in placements.values())
-        expected = {n: 1.0 if p.cost_s <= 0 else min(1.0, soonest / p.cost_s)
-                    for n, p in placements.items()}
-        tied = [n for n, p in placements.items() if p.cost_s <= soonest * (1 + 1e-9)]
-        if len(tied) > 1:
-            keep = min(tied, key=lambda n: placements[n].left_mib)
-            expected.update({n: min(expected[n], 0.9) for n in tied if n != keep})
-        assert policy.scores(placements) == expected
+        costs = np.array([p.cost_s for p in placements.values()])
+        lefts = np.array([p.left_mib for p in placements.values()])
+        assert dict(zip(placements, policy.score_array(costs, lefts).tolist(),
+                        strict=True)) == policy.scores(placements)
 
 
 LAYOUTS = [NodeGpus("NVIDIA-GeForce-RTX-3090", "RTX-3090", 4, 24576, 0),
            NodeGpus("Tesla-T4", "T4", 1, 15360, 1), NodeGpus("Mystery", None, 2, 20000, 2)]
 
 
-def test_the_workers_arrays_follow_every_change_as_the_per_node_path_reads_it(store) -> None:
+def test_the_workers_arrays_follow_every_change_as_the_per_node_path_reads_it(
+        store, monkeypatch) -> None:
     """Reservations made, started, confirmed, released and left to expire, in random order:
     after each step the names-mode snapshot (the arrays) shows the same node states and
     decides the same as the per-node path on the same Redis."""
+    monkeypatch.setattr(gpu_table, "ARRAYS_FROM", 1)  # 12 nodes: over arrays all the same
     rng = random.Random(11)
     names = [f"node-{i}" for i in range(12)]
     for i, name in enumerate(names[:-1]):  # the last one: never seen by the watcher

@@ -3,6 +3,7 @@ prices the slowest of the k cheapest."""
 
 import pytest
 
+from extender.core import gpu_table
 from extender.core.filtering import filter_nodes, node_verdict
 from extender.core.prioritizing import node_placement, score_nodes
 from extender.core.room import held_gpus
@@ -12,6 +13,12 @@ from extender.policies.base import Placement
 from tests.extender.states import node_state, queued
 
 LIMITS = Limits(4, {})
+
+
+@pytest.fixture(params=["arrays", "node by node"], autouse=True)
+def path(request, monkeypatch) -> str:
+    monkeypatch.setattr(gpu_table, "ARRAYS_FROM", 0 if request.param == "arrays" else 10**9)
+    return request.param
 
 
 def _need(mib: float, seconds: float, gpus: int) -> dict[str, Need]:

@@ -2,7 +2,8 @@
 
 `tests/data/decisions/recorded.json` was written by `decision_cases` with the code
 before vectorisation: verdicts (fits, reason, GPU, unresolvable), what filter keeps
-for bind, waiters, decisions told, holds, and every policy's scores, bit for bit.
+for bind, waiters, decisions told, holds, and every policy's scores, bit for bit;
+each case is decided over arrays and node by node.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 
 import pytest
 
+from extender.core import gpu_table
 from extender.state.store import RedisStore
 from tests.extender.core import decision_cases as cases
 
@@ -18,6 +20,13 @@ from tests.extender.core import decision_cases as cases
 @pytest.fixture(scope="module")
 def recorded() -> dict:
     return json.loads(cases.RECORDED.read_text())
+
+
+@pytest.fixture(params=["arrays", "node by node"], autouse=True)
+def path(request, monkeypatch) -> str:
+    """Every case decided both ways: over a `GpuTable` and node by node (`core.per_node`)."""
+    monkeypatch.setattr(gpu_table, "ARRAYS_FROM", 0 if request.param == "arrays" else 10**9)
+    return request.param
 
 
 def _compare(got: dict, want: dict, where: str) -> None:
