@@ -24,6 +24,7 @@ from extender.core.room import Holds, has_room
 from extender.model import Limits, Need, NodeGpus, type_of
 
 NO_INDEX = np.iinfo(np.int64).max
+MEMO_ENTRIES = 4  # pods' fits kept on a table (filter then prioritize of one pod: 1)
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,8 @@ def fit_rows(table: GpuTable, needs: Mapping[str, Need], limits: Limits,
     if cached is not None and cached[0] is limits:
         return cached[1]
     fit = _fit_rows(table, needs, limits, holds)
+    if len(table.memo) >= MEMO_ENTRIES:  # a table can outlive many pods: keep the latest few
+        del table.memo[next(iter(table.memo))]
     table.memo[key] = (limits, fit)
     return fit
 

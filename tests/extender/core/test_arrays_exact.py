@@ -9,11 +9,14 @@ import numpy as np
 import pytest
 
 from extender.core.filtering import decide_filter
+from extender.core.fit import MEMO_ENTRIES, fit_rows
 from extender.core import gpu_table
 from extender.core.gpu_table import GpuTable
 from extender.core.job import PodJob
 from extender.core.prioritizing import decide_scores
-from extender.model import GpuState, JobRecord, Limits, Need, NodeGpus, PodDemand, QueuedJob
+from extender.model import (
+    GpuState, JobRecord, Limits, Need, NodeGpus, NodeState, PodDemand, QueuedJob,
+)  # fmt: skip
 from extender.policies import make_policy
 from extender.policies.base import Placement, ScoringPolicy
 from extender.policies.timeline import remaining_s, wait_until_fits_s
@@ -138,3 +141,16 @@ def test_the_workers_arrays_follow_every_change_as_the_per_node_path_reads_it(
             if snapshot is arrays:
                 expected = (verdicts, scores)
         assert (verdicts, scores) == expected, f"step {step}"
+
+
+def test_prioritize_reuses_what_filter_found_for_the_pod_and_a_table_keeps_few() -> None:
+    nodes = {f"n{i}": GpuState(f"n{i}", 0, 24576) for i in range(40)}
+    one = NodeGpus("NVIDIA-GeForce-RTX-3090", "RTX-3090", 1, 24576)
+    table = GpuTable.from_states({name: NodeState(name, one, (gpu,))
+                                  for name, gpu in nodes.items()})
+    limits = Limits(3, {})
+    first = fit_rows(table, {"RTX-3090": Need(7000, 300)}, limits, {})
+    assert fit_rows(table, {"RTX-3090": Need(7000, 300)}, limits, {}) is first
+    for mib in range(10):
+        fit_rows(table, {"RTX-3090": Need(float(mib), 300)}, limits, {})
+    assert len(table.memo) <= MEMO_ENTRIES
