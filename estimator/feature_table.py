@@ -20,7 +20,7 @@ import os
 import tempfile
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from estimator.errors import InvalidJob, UnknownModel
@@ -73,6 +73,16 @@ class JobFeatures:
     sim_workspace_max_mb: float
     sim_largest_alloc_mb: float
     sim_device_mb: float
+    sim_workspace_share: float = field(init=False)
+    sim_fragmentation_share: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        # Derived from the cached columns (never stored): how much of the simulated device
+        # memory the worst plausible workspace and the allocator's cached segments are.
+        device = self.sim_device_mb if self.sim_device_mb > 0 else float("nan")
+        object.__setattr__(self, "sim_workspace_share", self.sim_workspace_max_mb / device)
+        object.__setattr__(self, "sim_fragmentation_share",
+                           (self.sim_reserved_mb - self.sim_allocated_mb) / device)
 
 
 class FeatureTable:

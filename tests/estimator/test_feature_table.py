@@ -48,3 +48,24 @@ def test_committed_cache_covers_every_registered_model() -> None:
     table = FeatureTable.load()
     for name in MODEL_NAMES:
         assert table.tasks_for(name) == ("train", "inference"), name
+
+
+def test_device_shares_are_derived_from_the_cached_columns() -> None:
+    feats = FeatureTable.load().job_features("vgg13", "train", 32)
+    assert feats.sim_workspace_share == pytest.approx(
+        feats.sim_workspace_max_mb / feats.sim_device_mb)
+    assert feats.sim_fragmentation_share == pytest.approx(
+        (feats.sim_reserved_mb - feats.sim_allocated_mb) / feats.sim_device_mb)
+    assert feats.sim_device_mb > feats.sim_reserved_mb > feats.sim_allocated_mb > 0
+
+
+def test_a_table_without_the_device_columns_says_how_to_refresh_it(tmp_path) -> None:
+    (tmp_path / "models.csv").write_text(
+        "model,family,params_mb,buffers_mb,activations_mb_per_sample,input_mb_per_sample,"
+        "fwd_bwd_mb_per_sample,mult_adds_g_per_sample\nm,f,100,0,10,0.5,20,1\n"
+    )
+    (tmp_path / "sim_peaks.csv").write_text(
+        "model,task,batch,sim_peak_mb,sim_params_mb,sim_grads_mb,sim_activations_mb,"
+        "sim_temp_mb,sim_optimizer_mb,sim_gflops\nm,train,8,1,1,1,1,1,1,1\n")
+    with pytest.raises(ValueError, match="--device-only"):
+        FeatureTable.load(tmp_path)
