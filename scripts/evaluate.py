@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def render(report: dict) -> str:
-    head = f"{'estimator':<16}" + "".join(f"{c:>17}" for c in COLUMNS)
+    head = f"{'estimator':<22}" + "".join(f"{c:>17}" for c in COLUMNS)
     lines = [
         f"target {report['target']}, protocol {report['protocol']}"
         + (" (RECONSTRUCTED data: the authors' forests' outputs, not measurements)"
@@ -89,7 +89,7 @@ def render(report: dict) -> str:
     ]  # fmt: skip
     for name, m in report["estimators"].items():
         mark = " *" if name == report["chosen"] else ""
-        lines.append(f"{name + mark:<16}" + "".join(f"{m[c]:>17.3f}" for c in COLUMNS))
+        lines.append(f"{name + mark:<22}" + "".join(f"{m[c]:>17.3f}" for c in COLUMNS))
     chosen, base = report["estimators"][report["chosen"]], report["estimators"][report["baseline"]]
     lines.append(
         f"chosen/baseline average error: {chosen['avg_err_pct'] / base['avg_err_pct']:.2f}x; "
@@ -98,7 +98,7 @@ def render(report: dict) -> str:
     lines.append("per family of the held-out rows (avg % / max % error, under-allocated %, "
                  "over-allocation %):")
     for name, by in report["by_family"].items():
-        lines.append(f"  {name:<18}" + "  ".join(
+        lines.append(f"  {name:<22}" + "  ".join(
             f"{family} {m['avg_err_pct']:.1f}/{m['max_err_pct']:.1f}/{m['under_alloc_pct']:.1f}"
             f"/{m['over_alloc_pct']:.1f}" for family, m in by.items()))
     if "oom_detected_pct" in chosen:
