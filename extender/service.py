@@ -31,6 +31,7 @@ from estimator.predict import Estimator
 from extender.cluster.binders import RECORD_ONLY, BindTarget, PodReader
 from extender.core import binding, decisions, filtering, prioritizing
 from extender.core.annotations import AnnotationError, parse_demand
+from extender.core.gpu_table import distinct_layouts
 from extender.core.job import Assessment, NotOurs, PodJob, Refused
 from extender.errors import Conflict, StoreUnavailable
 from extender.model import (
@@ -175,7 +176,7 @@ class Scheduler:
             if demand is None:
                 return NotOurs()
             snapshot = self.store.snapshot(nodes, self.clock())
-            layouts = [n.gpus for n in snapshot.nodes.values()]
+            layouts = distinct_layouts(snapshot.nodes)
             needs = self._needs(demand, layouts, snapshot.floors)
             check_fits_somewhere(demand, needs, layouts)
             return PodJob(demand, snapshot, needs)
