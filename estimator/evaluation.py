@@ -11,7 +11,9 @@ outer training rows, so no held-out row ever informs its own pad):
   (`estimator.padding.runtime_pad`: ``pad_unseen_family``, the larger of the
   inner leave-one-model-out and leave-one-family-out pads), so the figures are
   what a user's new kind of model gets.
-* ``logo``: leave one GPU type out; inner leave one GPU out.
+* ``logo``: leave one GPU type out; the pad is the service's for a GPU type absent
+  from training (``pad_unseen_gpu``: the larger of the inner leave-one-model-out and
+  leave-one-GPU-out pads).
 * ``logo-calibrated``: leave one GPU type out except one calibration job
   (`CALIBRATION_JOB`) profiled on it; inner the same scheme.
 
@@ -96,10 +98,11 @@ def _inner_pad(design: Design, frame: pd.DataFrame, protocol: str) -> float:
         return float(design.pad)
     fit = frame[~frame["over_capacity"]].reset_index(drop=True)
     X, y, censored = matrix(fit, design), fit["y"].to_numpy(float), _censored(fit)
-    if protocol == "lofo":  # the service's rule for a family absent from training
+    if protocol in ("lofo", "logo"):  # the service's rule for a family / GPU type absent
+        groups = families(fit) if protocol == "lofo" else fit["gpu"].to_numpy()
         return max(_inner_pad(design, frame, "lomo"),
                    pad_fraction(_bounds(y, censored),
-                                held_out_predictions(design.make, X, y, families(fit), censored)))
+                                held_out_predictions(design.make, X, y, groups, censored)))
     if protocol == "random":
         folds = KFold(5, shuffle=True, random_state=0).split(X)
         groups = np.empty(len(y))
@@ -107,8 +110,6 @@ def _inner_pad(design: Design, frame: pd.DataFrame, protocol: str) -> float:
             groups[test] = k
     elif protocol == "lomo":
         groups = fit["model"].to_numpy()
-    elif protocol == "logo":
-        groups = fit["gpu"].to_numpy()
     else:
         # Calibrated: each GPU held out but for its calibration job, which stays in fitting.
         preds = np.full(len(y), np.nan)
