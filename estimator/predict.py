@@ -188,20 +188,32 @@ class Estimator:
         jobs = [(m, t, b) for m in self.table.models for t in self.table.tasks_for(m)
                 for b in self.table.cached_batches(m, t) if (m, t, b) not in self._memo]
         for task in {t for _, t, _ in jobs}:
-            keys = [k for k in jobs if k[1] == task]
+            keys = sorted(k for k in jobs if k[1] == task)  # each model's batches ascending
             for key, figures in zip(keys, self._compute_many(task, keys), strict=True):
-                self._memo[key] = figures
+                self._memo[key] = self._no_less_than_smaller_batches(key, figures)
         return len(jobs)
 
     def _per_unit(self, model: str, task: str, batch: int) -> dict[str, Figures]:
         key = (model, task, batch)
         figures = self._memo.get(key)
         if figures is None:
-            figures = self._compute_many(task, [key])[0]
+            figures = self._no_less_than_smaller_batches(key, self._compute_many(task, [key])[0])
             if len(self._memo) >= MEMO_SIZE:
                 self._memo.pop(next(iter(self._memo)))
             self._memo[key] = figures
         return figures
+
+    def _no_less_than_smaller_batches(self, key: tuple[str, str, int],
+                                      figures: dict[str, Figures]) -> dict[str, Figures]:
+        """A larger batch never needs less memory: the prediction is raised to that of every
+        cached smaller batch of the job on the same GPU type (the residual forest is not
+        monotone in the batch, nor are the measured residuals)."""
+        model, task, batch = key
+        smaller = [b for b in self.table.cached_batches(model, task) if b < batch]
+        if not smaller:
+            return figures
+        below = self._per_unit(model, task, max(smaller))  # itself raised to those below it
+        return {gpu: f._replace(mib=max(f.mib, below[gpu].mib)) for gpu, f in figures.items()}
 
     def _compute_many(self, task: str, keys: list[tuple[str, str, int]]
                       ) -> list[dict[str, Figures]]:

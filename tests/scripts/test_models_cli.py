@@ -95,12 +95,16 @@ def test_a_batch_not_computed_is_interpolated_between_the_computed_ones(env,
     sizer = Sizer(Estimator.load())
     assert ModelRegistry(RedisStore.from_url(redis_url), sizer).covers("tinynet")
 
-    def mib(batch: int) -> float:
-        return sizer.estimator.estimate(Job("tinynet", "train", batch), gpus=["A100-40GB"])[
-            "A100-40GB"].predicted_mib
+    table = sizer.estimator.table
 
-    assert mib(8) < mib(12) < mib(16)  # between the computed batches 8 and 16
-    assert mib(64) < mib(100)  # beyond the largest: extrapolated from 32 and 64
+    def simulated(batch: int) -> float:
+        return table.job_features("tinynet", "train", batch).sim_device_mb
+
+    assert simulated(8) < simulated(12) < simulated(16)  # between the computed 8 and 16
+    assert simulated(100) > simulated(64)  # beyond the largest: extrapolated from 32 and 64
+    predicted = [sizer.estimator.estimate(Job("tinynet", "train", b), gpus=["A100-40GB"])[
+        "A100-40GB"].predicted_mib for b in range(1, 129)]
+    assert all(a <= b for a, b in zip(predicted, predicted[1:]))  # never less for more
 
 
 @pytest.mark.parametrize("argv, words", [
