@@ -15,6 +15,7 @@ The baselines that need no extender live in `replay.baselines`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -68,19 +69,22 @@ class ExtenderPolicy:
     """Extender apps served over HTTP on 127.0.0.1, their clock on simulated time.
 
     `estimators`: one app per entry (None: one app loading the design `settings` names);
-    `route(job)` names the entry that decides for a job. `reserves` lists, per OOM kill,
+    `route(job)` names the entry that decides for a job; `base`: the settings `settings`
+    amend (default: every default). `reserves` lists, per OOM kill,
     what was reserved and the floor the monitor set after it."""
 
     def __init__(self, name: str, nodes: list[SimNode], redis_url: str,
                  estimators: Mapping[str, Estimator] | None = None,
-                 route: Callable[[SimJob], str] | None = None, **settings: Any) -> None:
+                 route: Callable[[SimJob], str] | None = None, base: Settings | None = None,
+                 **settings: Any) -> None:
         self.name = name
         self.oracle = False
         self.clock = SimClock()
         self.store = RedisStore.from_url(redis_url)
         self.store.wipe()  # each policy starts from an empty state
-        config = Settings(redis_url=redis_url, bind_mode="record", node_watch=False,
-                          log_level="WARNING", **settings)
+        config = dataclasses.replace(base or Settings(), redis_url=redis_url,
+                                     bind_mode="record", node_watch=False,
+                                     log_level="WARNING", **settings)
         self.servers, self.urls = [], {}
         for key, estimator in (estimators or {"": None}).items():
             server = make_server("127.0.0.1", 0,

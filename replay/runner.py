@@ -73,7 +73,8 @@ class Deciders:
 
 def make_policy(name: str, nodes: list[SimNode], redis_url: str,
                 deciders: Deciders | None = None) -> Policy:
-    """The policy called `name` (one of `POLICIES`)."""
+    """The policy called `name` (one of `POLICIES`); ours as the scenario's ``EXTENDER_*``
+    variables configure it, the paper's policy always as published."""
     if name == "default":
         return WholeGpuPolicy(name)
     if name == "gavel-like":
@@ -88,7 +89,8 @@ def make_policy(name: str, nodes: list[SimNode], redis_url: str,
                               scoring="paper", collocation=Limits(4, {}), hold_for=0,
                               **routing)
     if name == "ours":
-        return ExtenderPolicy(name, nodes, redis_url, **routing)
+        env = dict(deciders.scenario.extender_env) if deciders else {}
+        return ExtenderPolicy(name, nodes, redis_url, base=Settings.from_env(env), **routing)
     raise ValueError(f"unknown policy {name!r}; accepted: {', '.join(POLICIES)}")
 
 

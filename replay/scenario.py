@@ -20,7 +20,7 @@ an OOM-killed pod is created again by its Job up to `retry_limit` times.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +29,19 @@ from replay.world import Perturbation, World
 
 WORLDS = ("reference", "predicted", "lomo", "lofo", "perturbed")
 INTERFERENCE = ("auto", "uniform", "gavel")
+#: EXTENDER_* variables that say how the service runs, not how it decides: the replay
+#: sets these itself.
+NOT_DECIDING = {"EXTENDER_" + k for k in (
+    "BIND", "BIND_ADDRESS", "NODE_WATCH", "LOG_LEVEL", "STATE_DIR", "TLS_CERT_FILE",
+    "TLS_KEY_FILE", "TLS_CLIENT_CA_FILE", "AUTH_TOKEN_FILE", "WORKERS", "WORKER_CONNECTIONS",
+    "MONITOR_PORT", "RECONCILE_S", "SCHEDULER_NAME", "EVENT_RATE", "EVENT_BURST")}
+
+
+def extender_env(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The ``EXTENDER_*`` variables of `env` that change decisions: ours in a replay is the
+    extender as these configure it (``EXTENDER_SCORING=shared schedtune replay``)."""
+    return tuple(sorted((k, v) for k, v in env.items()
+                        if k.startswith("EXTENDER_") and k not in NOT_DECIDING))
 
 
 @dataclass(frozen=True)
@@ -41,6 +54,7 @@ class Scenario:
     interference: str = "auto"  # auto: gavel in perturbed worlds, uniform elsewhere
     retry_limit: int = 3
     folds: tuple[tuple[str, str], ...] = ()  # held-out worlds: (fold, artefact directory)
+    extender_env: tuple[tuple[str, str], ...] = ()  # EXTENDER_* deciding how ours decides
 
     @property
     def held_out(self) -> str:
@@ -67,6 +81,7 @@ class Scenario:
 
     def describe(self) -> dict:
         return {"world_option": self.world, "world_seed": self.world_seed,
+                "ours_configured_by": dict(self.extender_env),
                 "retry_limit": self.retry_limit,
                 "assumptions": [
                     "start-up " + ("shares the GPU and is slowed by it" if self.startup_shares

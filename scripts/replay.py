@@ -10,7 +10,8 @@ extender over HTTP, with baselines in the same run, world and arrivals.
     schedtune replay --cluster-file my-cluster.yaml --jobs-file my-jobs.csv
 
 Starts an embedded Redis (or uses REDIS_URL) and the extender app on 127.0.0.1 with its
-clock on simulated time. The simulator, worlds, workloads, policies and report live in
+clock on simulated time. Ours is the extender as the environment's ``EXTENDER_*`` variables
+configure it (``EXTENDER_SCORING=shared schedtune replay`` evaluates that setting). The simulator, worlds, workloads, policies and report live in
 the `replay` package; this is its CLI.
 """
 
@@ -34,7 +35,7 @@ from replay.folds import default_cache, train_folds  # noqa: E402
 from replay.orders import run_orders, summarise  # noqa: E402
 from replay.report import as_text, plot, plot_orders  # noqa: E402
 from replay.runner import ORACLES, POLICIES, describe_cluster, replay_redis, run_replay  # noqa: E402
-from replay.scenario import INTERFERENCE, WORLDS, Scenario  # noqa: E402
+from replay.scenario import INTERFERENCE, WORLDS, Scenario, extender_env  # noqa: E402
 from replay.workloads import (  # noqa: E402
     GENERATED_CLUSTER, PAPER_CLUSTER, ReplayError, cluster_from_file, generated_workload,
     has_paper_data, jobs_from_file, paper_workload, parse_cluster, parse_collocation,
@@ -143,7 +144,8 @@ def _scenario(args: argparse.Namespace, workload: str) -> Scenario:
         folds = tuple((fold, str(path)) for fold, path in sorted(dirs.items()))
     return Scenario(world=world, data_dir=args.data, world_seed=args.world_seed,
                     startup_s=args.startup, startup_shares=not args.startup_alone,
-                    interference=args.interference, retry_limit=args.retry_limit, folds=folds)
+                    interference=args.interference, retry_limit=args.retry_limit, folds=folds,
+                    extender_env=extender_env(os.environ))
 
 
 def _orders(args: argparse.Namespace, workload: str, jobs):  # type: ignore[no-untyped-def]
@@ -162,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         workload, jobs, nodes, world = _workload(parser, args)
         scenario = _scenario(args, workload) if world is None else Scenario(
             world="trace", data_dir=args.data, startup_s=0.0, startup_shares=False,
-            retry_limit=args.retry_limit)
+            retry_limit=args.retry_limit, extender_env=extender_env(os.environ))
         if args.shuffle is not None:
             jobs = shuffle_order(jobs, args.shuffle)
             workload = f"{workload} (order shuffled, seed {args.shuffle})"

@@ -73,3 +73,17 @@ def test_bad_values_are_clear_errors(tmp_path, capsys) -> None:
     assert replay.main([*SMALL, "--world", "lomo", "--data", str(tmp_path)]) == 2
     assert "--world lomo trains held-out artefacts from the reference data" in \
         capsys.readouterr().err
+
+
+def test_ours_is_the_extender_as_the_environment_configures_it(capsys, tmp_path,
+                                                               monkeypatch) -> None:
+    monkeypatch.setenv("EXTENDER_SCORING", "shared")
+    monkeypatch.setenv("EXTENDER_BIND", "api")  # how it runs, not how it decides: not taken
+    code = replay.main([*SMALL, "--jobs", "10", "--data", str(tmp_path), "--policies", "ours"])
+    assert code == 0
+    assert json.loads(capsys.readouterr().out)["ours_configured_by"] == {
+        "EXTENDER_SCORING": "shared"}
+    monkeypatch.setenv("EXTENDER_SCORING", "nope")
+    assert replay.main([*SMALL, "--jobs", "10", "--data", str(tmp_path), "--policies",
+                        "ours"]) == 2
+    assert "EXTENDER_SCORING='nope'" in capsys.readouterr().err
