@@ -33,6 +33,7 @@ class ModelRegistry:
         self.clock = clock
         self.models: dict[str, RegisteredModel] = {}
         self._base = self.estimator.table  # the built-in models' features
+        self._known = frozenset(self._base.models) | frozenset(sizer.transformers)
         self._rev: str | None = None
         self._checked_at = -float("inf")
 
@@ -50,7 +51,7 @@ class ModelRegistry:
         registry first: a change within `check_every_s`, or at once for a name not known
         here (a model registered since the last check)."""
         self.sync()
-        if name in self.estimator.models or name in self.sizer.transformers:
+        if name in self._known:
             return True
         if self.store.registered_model(name) is not None:
             self._reload()
@@ -77,4 +78,5 @@ class ModelRegistry:
         self.models, self._rev = models, rev
         self.estimator.use_table(with_registered(self._base, models.values()))
         self.sizer.transformers = transformers
+        self._known = frozenset(self.estimator.models) | frozenset(transformers)
         self._checked_at = self.clock()
