@@ -68,7 +68,12 @@ def read_json() -> Any:
 
 
 def respond(payload: Any, status: int = 200) -> Response:
-    return Response(orjson.dumps(payload), status=status, mimetype="application/json")
+    return respond_encoded(orjson.dumps(payload), status)
+
+
+def respond_encoded(body: bytes, status: int = 200) -> Response:
+    """A body already encoded as JSON."""
+    return Response(body, status=status, mimetype="application/json")
 
 
 def scheduler() -> Scheduler:

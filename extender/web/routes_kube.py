@@ -7,7 +7,9 @@ from flask import Blueprint, Response, request
 
 from extender.wire import kube as wire_kube
 from extender.errors import ExtenderError
-from extender.web.http_io import node_layouts, read_json, respond, scheduler, timed
+from extender.web.http_io import (
+    node_layouts, read_json, respond, respond_encoded, scheduler, timed,
+)  # fmt: skip
 from extender.metrics import BINDS, ERRORS, count_filter
 from extender.model import PodInfo
 
@@ -28,7 +30,8 @@ def filter_nodes() -> Response:
 @timed("prioritize")
 def prioritize() -> Response:
     args = wire_kube.decode_args(read_json(), node_layouts())
-    return respond(wire_kube.encode_priorities(scheduler().prioritize(args.pod, args.nodes)))
+    scores = scheduler().prioritize(args.pod, args.nodes)
+    return respond_encoded(wire_kube.encode_priorities_json(scores))
 
 
 @bp.post("/bind")

@@ -6,10 +6,12 @@ from __future__ import annotations
 import math
 import random
 
+import orjson
 import pytest
 
 from extender.errors import BadRequest
 from extender.model import PodInfo, Verdict
+from extender.wire import kube
 from extender.wire.kube import ExtenderArgs, decode_args, encode_filter, encode_priorities
 from extender.wire.objects import require_name, require_names
 from tests.builders import make_pod
@@ -72,3 +74,18 @@ def test_answers_encode_as_node_by_node() -> None:
                              rng.random()]) for n in names}
     assert encode_priorities(scores) == [
         {"Host": n, "Score": int(round(10 * min(1.0, max(0.0, s))))} for n, s in scores.items()]
+
+
+def test_priorities_are_written_as_orjson_writes_them(monkeypatch) -> None:
+    """The joined bytes equal the list encoded by orjson: every score, NaN, out of range,
+    names that need escaping, no names, and when the remembered hosts start again."""
+    rng = random.Random(3)
+    monkeypatch.setattr(kube, "_MAX_HOST_HEADS", 50)
+    monkeypatch.setattr(kube, "_HOST_HEADS", {})
+    names = [f"node-{i}" for i in range(120)] + ['odd"name', "back\\slash", "\u00e9"]
+    cases = [{}, {"only": 1.0}, dict.fromkeys(names, 0.0)]
+    cases += [{n: rng.choice([0.0, 1.0, 0.05, 0.15, 0.95, -1.0, 2.0, math.nan, math.inf,
+                              rng.random()]) for n in rng.sample(names, k)} for k in (1, 60, 123)]
+    for scores in cases * 2:  # the second time from remembered heads
+        assert kube.encode_priorities_json(scores) == orjson.dumps(encode_priorities(scores))
+    assert len(kube._HOST_HEADS) <= 50
