@@ -59,9 +59,11 @@ class Scheduler:
         self.clock = clock
         # A binder that reads pods (the API server's) lets bind check the pod first.
         self._pods = binder if isinstance(binder, PodReader) else None
+        self._cycle: tuple[str, float] | None = None  # the pod filtered last, when (monotonic)
 
     def filter(self, pod: PodInfo, nodes: NodeLayoutsByName) -> filtering.FilterDecision:
         decision = filtering.decide_filter(self._assess(pod, nodes), nodes, self.settings)
+        self._cycle = (pod.uid, time.monotonic())
         if decision.record is not None:
             self.store.record_filter(decision.record, self.settings.demand_ttl_s,
                                      decision.waiter, self.clock(), self.settings.wait_ttl_s,
@@ -69,8 +71,17 @@ class Scheduler:
         return decision
 
     def prioritize(self, pod: PodInfo, nodes: NodeLayoutsByName) -> dict[str, float]:
-        """Scores in [0, 1]; every node 0 for pass-through or unestimable pods."""
-        return prioritizing.decide_scores(self._assess(pod, nodes), nodes, self.settings)
+        """Scores in [0, 1]; every node 0 for pass-through or unestimable pods.
+
+        Right after this worker filtered the same pod (kube-scheduler's scheduling cycle:
+        filter, then prioritize the nodes that passed), the queues are read as that filter
+        read them, with no round trip, as kube-scheduler scores on its cycle's snapshot;
+        a placement made here since, or `prioritize_reuse_s` passed, reads them again."""
+        cycle = self._cycle
+        in_cycle = (cycle is not None and cycle[0] == pod.uid
+                    and time.monotonic() - cycle[1] <= self.settings.prioritize_reuse_s)
+        return prioritizing.decide_scores(self._assess(pod, nodes, sync=not in_cycle), nodes,
+                                          self.settings)
 
     def bind(self, pod: PodInfo, node: str) -> dict[str, str]:
         """Reserve on the GPU prioritize costed, create the Binding, confirm. Idempotent per
@@ -116,12 +127,14 @@ class Scheduler:
         """Volcano's deallocate event: drop only what its allocate reserved for the pod on
         `node` and nobody confirmed (a kube-scheduler bind, a placement elsewhere or one
         seen bound stay; the monitor releases those when the pod goes)."""
+        self._cycle = None
         self.store.release_placement(pod.uid, node, VOLCANO_ALLOCATE)
 
     def _place(self, pod: PodInfo, node: str, filtered: FilterRecord, source: str,
                binder: BindTarget | None) -> dict[str, str]:
         """Reserve for the pod on `node`, then bind and confirm; with no `binder` (someone
         else binds) the reservation stays unconfirmed, expiring unless confirmed."""
+        self._cycle = None  # queues change here: the next prioritize reads them again
         now = self.clock()
         snapshot = self.store.snapshot({node: filtered.layouts.get(node)}, now,
                                        vet=binding.trusted_layout)
@@ -169,13 +182,14 @@ class Scheduler:
         except StoreUnavailable:
             log.warning("could not log a decision", extra={"pod_uid": decision.uid})
 
-    def _assess(self, pod: PodInfo, nodes: NodeLayoutsByName) -> Assessment:
-        """Annotations parsed, one snapshot read, the estimator asked once."""
+    def _assess(self, pod: PodInfo, nodes: NodeLayoutsByName, sync: bool = True) -> Assessment:
+        """Annotations parsed, one snapshot read (`RedisStore.snapshot`'s `sync`), the
+        estimator asked once."""
         try:
             demand = parse_demand(pod)
             if demand is None:
                 return NotOurs()
-            snapshot = self.store.snapshot(nodes, self.clock())
+            snapshot = self.store.snapshot(nodes, self.clock(), sync=sync)
             layouts = distinct_layouts(snapshot.nodes)
             needs = self._needs(demand, layouts, snapshot.floors)
             check_fits_somewhere(demand, needs, layouts)

@@ -38,6 +38,9 @@ Environment variables (the manifests in k8s/ use exactly these names):
                                    pods at least every 5 minutes)
     EXTENDER_DECISION_REPEAT_S     a pod is told the same decision (waiting, a GPU held for
                                    it) at most once in this many seconds (default 600)
+    EXTENDER_PRIORITIZE_REUSE_S    prioritize of the pod this worker filtered last, within
+                                   this many seconds, scores on the queues that filter read
+                                   (no Redis round trip; default 1; 0: always read again)
     EXTENDER_EVENT_RATE            Events the monitor posts per second at most (default 5;
                                    EXTENDER_EVENT_BURST at once, default 25); more are
                                    dropped and counted (schedtune_events_total)
@@ -108,6 +111,7 @@ class Settings:
     hold_after_s: float = 300.0
     wait_ttl_s: float = 600.0
     decision_repeat_s: int = 600
+    prioritize_reuse_s: float = 1.0
     declared_default_s: float = 3600.0
     models_dir: Path | None = None
     event_rate: float = 5.0
@@ -164,6 +168,7 @@ class Settings:
             hold_after_s=_number(env, "EXTENDER_HOLD_AFTER_S", 300.0, float, 0, 7 * 86400),
             wait_ttl_s=_number(env, "EXTENDER_WAIT_TTL_S", 600.0, float, 10, 86400),
             decision_repeat_s=_number(env, "EXTENDER_DECISION_REPEAT_S", 600, int, 1, 86400),
+            prioritize_reuse_s=_number(env, "EXTENDER_PRIORITIZE_REUSE_S", 1.0, float, 0, 60),
             declared_default_s=_number(env, "EXTENDER_DECLARED_DEFAULT_S", 3600.0, float, 1,
                                        10**7),
             models_dir=Path(get("EXTENDER_MODELS_DIR")) if get("EXTENDER_MODELS_DIR") else None,

@@ -134,6 +134,7 @@ class RedisStore:
         self._layout_cache: tuple[str | None, dict[str, NodeGpus]] = (None, {})
         self._mirror = QueueMirror()
         self._mirror_lock = threading.Lock()
+        self._synced: tuple[str, list[str], list[str]] | None = None  # the last sync's reads
 
     @classmethod
     def from_url(cls, url: str, timeout_s: float = 1.0) -> RedisStore:
@@ -145,14 +146,18 @@ class RedisStore:
         return bool(self._call(self._redis.ping))
 
     def snapshot(self, nodes: Mapping[str, NodeGpus | None], now: float,
-                 vet: LayoutRule | None = None) -> ClusterSnapshot:
+                 vet: LayoutRule | None = None, sync: bool = True) -> ClusterSnapshot:
         """A frozen read of the named nodes' queues and of the waiters (one round trip while
         node layouts are unchanged). A layout of None is read from the node watcher's hash.
 
         `vet(claimed, watched)`, when given, decides each node's layout from the one
-        named (claimed by a request) and the node watcher's (None: never seen)."""
+        named (claimed by a request) and the node watcher's (None: never seen).
+        `sync=False` reads this worker's mirror as the last snapshot left it, with no
+        round trip (prioritize of the pod that snapshot was read for)."""
         with self._mirror_lock:
-            nodes_rev, waiting, floors = self._sync_mirror()
+            if sync or self._synced is None:
+                self._synced = self._sync_mirror()
+            nodes_rev, waiting, floors = self._synced
             watched = self._layouts(nodes_rev)  # re-read only when the watcher changed one
             mirror = self._mirror
             states: Mapping[str, NodeState]
