@@ -65,7 +65,9 @@ def decode_args(body: Any, layouts: NodeLayouts | None = None) -> ExtenderArgs:
         raise BadRequest("one of Nodes or NodeNames is required")
     if not isinstance(names, list):
         raise BadRequest("NodeNames must be a list of strings")
-    return ExtenderArgs(pod, dict.fromkeys(require_names(names, "NodeNames[]")), None)
+    nodes = (layouts.names(names, "NodeNames[]") if layouts is not None
+             else dict.fromkeys(require_names(names, "NodeNames[]")))
+    return ExtenderArgs(pod, nodes, None)
 
 
 def decode_binding(body: Any) -> BindingArgs:

@@ -13,7 +13,7 @@ from extender.errors import BadRequest
 from extender.model import PodInfo, Verdict
 from extender.wire import kube
 from extender.wire.kube import ExtenderArgs, decode_args, encode_filter, encode_priorities
-from extender.wire.objects import require_name, require_names
+from extender.wire.objects import NodeLayouts, require_name, require_names
 from tests.builders import make_pod
 
 
@@ -52,6 +52,20 @@ def test_a_large_request_decodes_to_its_names_in_order_without_duplicates() -> N
     assert list(args.nodes) == names[:-1] and set(args.nodes.values()) == {None}
     with pytest.raises(BadRequest, match=r"NodeNames\[\] must be a DNS-1123 subdomain"):
         decode_args({"Pod": make_pod(), "NodeNames": [*names[:10], "Bad_Name"]})
+
+
+def test_a_list_of_names_checked_before_is_not_checked_again_and_never_shared() -> None:
+    layouts = NodeLayouts()
+    names = [f"gpu-node-{i}" for i in range(2000)]
+    first = decode_args({"Pod": make_pod(), "NodeNames": list(names)}, layouts)
+    first.nodes.pop("gpu-node-0")  # a caller's copy: the next request is unaffected
+    again = decode_args({"Pod": make_pod(), "NodeNames": list(names)}, layouts)
+    assert list(again.nodes) == names and set(again.nodes.values()) == {None}
+    for bad in ([*names[:-1], "Bad_Name"], [*names[:-1], 7], names[:5] + [None]):
+        with pytest.raises(BadRequest, match=r"NodeNames\[\] must be"):
+            decode_args({"Pod": make_pod(), "NodeNames": bad}, layouts)
+    assert list(decode_args({"Pod": make_pod(), "NodeNames": names[:3]}, layouts).nodes) \
+        == names[:3]
 
 
 def test_answers_encode_as_node_by_node() -> None:
