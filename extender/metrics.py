@@ -26,6 +26,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from extender.by_node import refused_items
 from extender.core.queue_report import queue_report
 from extender.errors import StoreUnavailable
 from extender.model import Limits, type_of
@@ -93,7 +94,7 @@ def count_filter(verb: str, decision: FilterDecision) -> None:
     """Count a filter or predicate answer: a pass-through pod, or its refused nodes by kind."""
     if decision.passthrough:
         PASSTHROUGH.labels(verb).inc()
-    record_denials(v.reason for v in decision.verdicts.values() if not v.fits)
+    record_denials(v.reason for _, v in refused_items(decision.verdicts))
 
 
 def observe_prediction(observed_s: float, predicted_s: float) -> None:

@@ -70,7 +70,7 @@ class Scheduler:
                                      decision.told, self.settings.decision_repeat_s)
         return decision
 
-    def prioritize(self, pod: PodInfo, nodes: NodeLayoutsByName) -> dict[str, float]:
+    def prioritize(self, pod: PodInfo, nodes: NodeLayoutsByName) -> Mapping[str, float]:
         """Scores in [0, 1]; every node 0 for pass-through or unestimable pods.
 
         Right after this worker filtered the same pod (kube-scheduler's scheduling cycle:

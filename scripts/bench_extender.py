@@ -198,7 +198,7 @@ def phase_profile(url: str, bodies: list[bytes], now: Callable[[], float]) -> di
             spent["parse"] += clock.lap()
             demand = parse_demand(args.pod)
             assert demand is not None, "bench pods are annotated"
-            snapshot = store.snapshot(args.nodes, now())
+            snapshot = store.snapshot(args.nodes, now(), sync=verb == "filter")  # the cycle
             spent["state sync"] += clock.lap()
             kinds = distinct_layouts(snapshot.nodes)
             needs = sizer.needs(demand, kinds, snapshot.floors)
@@ -216,7 +216,7 @@ def phase_profile(url: str, bodies: list[bytes], now: Callable[[], float]) -> di
             else:
                 scores = prioritizing.decide_scores(job, args.nodes, settings)
                 spent["decision"] += clock.lap()
-                orjson.dumps(wire_kube.encode_priorities(scores))
+                wire_kube.encode_priorities_json(scores)
             spent["encode"] += clock.lap()
             if verb == "filter":
                 scheduler.filter(args.pod, args.nodes)

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from extender.by_node import NodeVerdicts
 from extender.core import decisions, per_node
 from extender.core.fit import Fit, fit_rows
 from extender.core.gpu_table import GpuTable, judged_at_once
@@ -37,7 +38,7 @@ class FilterDecision:
     waiting (or refresh it); `told`: decisions for the pods' owners (this pod waits, a
     GPU is held for an older waiting pod)."""
 
-    verdicts: dict[str, Verdict]
+    verdicts: Mapping[str, Verdict]  # a `NodeVerdicts` over many nodes
     record: FilterRecord | None = None
     waiter: Waiter | None = None
     passthrough: bool = False
@@ -81,7 +82,7 @@ def decide_filter(assessment: Assessment, nodes: Mapping[str, NodeGpus | None],
 
 
 def filter_nodes(nodes: Mapping[str, NodeState], needs: Mapping[str, Need], limits: Limits,
-                 holds: Holds = NO_HOLDS) -> dict[str, Verdict]:
+                 holds: Holds = NO_HOLDS) -> Mapping[str, Verdict]:
     """Verdict per node."""
     return _verdicts(nodes, needs, limits, holds)[0]
 
@@ -92,7 +93,7 @@ def node_verdict(node: NodeState, needs: Mapping[str, Need], limits: Limits,
 
 
 def _verdicts(nodes: Mapping[str, NodeState], needs: Mapping[str, Need], limits: Limits,
-              holds: Holds) -> tuple[dict[str, Verdict], list[str]]:
+              holds: Holds) -> tuple[Mapping[str, Verdict], list[str]]:
     """Verdict per node and the passing nodes, in order: at once, or node by node."""
     if not judged_at_once(nodes):
         by_layout: dict[NodeGpus | None, Verdict] = {}  # idle nodes: the layout decides
@@ -108,11 +109,12 @@ def _verdicts(nodes: Mapping[str, NodeState], needs: Mapping[str, Need], limits:
             verdicts[name] = verdict
         return verdicts, [name for name, verdict in verdicts.items() if verdict.fits]
     table = GpuTable.from_states(nodes)
-    verdict_list, fits = _judge(table, fit_rows(table, needs, limits, holds), holds)
-    return dict(zip(table.names, verdict_list, strict=True)), table.names_array[fits].tolist()
+    verdicts, fits = _judge(table, fit_rows(table, needs, limits, holds), holds)
+    passing = table.names_array[fits].tolist()
+    return NodeVerdicts(table.names, verdicts, fits, passing, table.positions), passing
 
 
-def _judge(table: GpuTable, fit: Fit, holds: Holds) -> tuple[list[Verdict], np.ndarray]:
+def _judge(table: GpuTable, fit: Fit, holds: Holds) -> tuple[np.ndarray, np.ndarray]:
     """A verdict per node of `table`, in order (one `Verdict` per distinct outcome), and
     which nodes pass."""
     # Whole layouts that can never take the job: no layout, a problem, too small a card.
@@ -134,7 +136,7 @@ def _judge(table: GpuTable, fit: Fit, holds: Holds) -> tuple[list[Verdict], np.n
             failing[position] = False
     if failing.any():
         _failing_verdicts(table, fit, failing, out)
-    return out.tolist(), fits
+    return out, fits
 
 
 def _objects(values: list[Any]) -> np.ndarray:

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+from extender.by_node import NodeScores
 from extender.core.fit import Fit, fit_rows
 from extender.core import per_node
 from extender.core.gpu_table import GpuTable, judged_at_once
@@ -31,7 +32,7 @@ from extender.settings import Settings
 
 
 def decide_scores(assessment: Assessment, nodes: Iterable[str],
-                  settings: Settings) -> dict[str, float]:
+                  settings: Settings) -> Mapping[str, float]:
     """Scores in [0, 1] per named node; all 0 for pods not ours or refused."""
     if not isinstance(assessment, PodJob):
         return dict.fromkeys(nodes, 0.0)
@@ -42,8 +43,9 @@ def decide_scores(assessment: Assessment, nodes: Iterable[str],
 
 
 def score_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: Limits,
-                policy: ScoringPolicy, holds: Holds = NO_HOLDS) -> dict[str, float]:
-    """Scores in [0, 1] for the nodes that can take the job (others score 0)."""
+                policy: ScoringPolicy, holds: Holds = NO_HOLDS) -> Mapping[str, float]:
+    """Scores in [0, 1] for the nodes that can take the job (others score 0): a
+    `NodeScores` over many nodes."""
     if not judged_at_once(snapshot.nodes):
         held_nodes = {node for node, _ in holds}
         idle: dict[NodeGpus | None, Placement | None] = {}  # idle nodes: the layout decides
@@ -66,7 +68,7 @@ def score_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: Li
                                      snapshot.now)
     scores = np.zeros(len(table.names))
     scores[placed] = policy.score_array(cost, left)
-    return dict(zip(table.names, scores.tolist(), strict=True))
+    return NodeScores(table.names, scores, table.positions)
 
 
 def node_placement(node: NodeState, needs: Mapping[str, Need], limits: Limits, now: float,

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import compress
-from operator import attrgetter, not_
 from typing import Any
 
 import numpy as np
 import orjson
 
+from extender.by_node import passing_names, refused_items, score_array
 from extender.errors import BadRequest
 from extender.model import NodeGpus, PodInfo, Verdict
 from extender.wire.objects import (
@@ -31,7 +30,6 @@ from extender.wire.objects import (
 )  # fmt: skip
 
 MAX_EXTENDER_PRIORITY = 10
-_FITS = attrgetter("fits")
 
 
 @dataclass(frozen=True)
@@ -83,14 +81,10 @@ def decode_binding(body: Any) -> BindingArgs:
 
 def encode_filter(args: ExtenderArgs, verdicts: Mapping[str, Verdict]) -> dict[str, Any]:
     """ExtenderFilterResult; only nodes of the request appear in it."""
-    fits = list(map(_FITS, verdicts.values()))  # thousands of nodes: C-speed passes
-    if all(fits):
-        passing, failed, unresolvable = list(args.nodes), {}, {}
-    else:
-        passing = list(compress(verdicts, fits))  # verdicts name the request's nodes, in order
-        refused = list(compress(verdicts.items(), map(not_, fits)))
-        failed = {n: v.reason for n, v in refused if not v.unresolvable}
-        unresolvable = {n: v.reason for n, v in refused if v.unresolvable}
+    refused = refused_items(verdicts)  # thousands of nodes: their arrays, not a dict walk
+    passing = passing_names(verdicts) if refused else list(args.nodes)
+    failed = {n: v.reason for n, v in refused if not v.unresolvable}
+    unresolvable = {n: v.reason for n, v in refused if v.unresolvable}
     result: dict[str, Any] = {"FailedNodes": failed, "FailedAndUnresolvableNodes": unresolvable,
                               "Error": ""}
     if args.node_items is not None:
@@ -116,7 +110,7 @@ def encode_priorities_json(scores: Mapping[str, float]) -> bytes:
     if not scores:
         return b"[]"
     parts: list[bytes | None] = [None] * (2 * len(scores))
-    parts[::2] = map(_HOST_HEADS.get, scores)
+    parts[::2] = map(_HOST_HEADS.get, scores)  # a NodeScores iterates its names list
     if None in parts[::2]:
         parts[::2] = map(_host_head, scores)
     parts[1::2] = _SCORE_TAILS[_points(scores)].tolist()
@@ -124,7 +118,7 @@ def encode_priorities_json(scores: Mapping[str, float]) -> bytes:
 
 
 def _points(scores: Mapping[str, float]) -> np.ndarray:
-    values = np.fromiter(scores.values(), dtype=float, count=len(scores))
+    values = score_array(scores)
     values = np.where(values > 0.0, values, 0.0)
     values = np.where(values < 1.0, values, 1.0)
     return np.rint(MAX_EXTENDER_PRIORITY * values).astype(np.int64)
