@@ -9,7 +9,7 @@ pod at a time as kube-scheduler does, alternating pod by pod between the no-op
 and ours so both see the same load on a shared machine. Prints per-pod
 milliseconds (mean, p50, p99), the ratio of the means, and where ours spends its
 time: the same bodies replayed in-process through the verbs' public pieces
-(parse: depth scan, JSON, decode; state sync: the snapshot; estimation: needs
+(parse: depth check, JSON, decode; state sync: the snapshot; estimation: needs
 per GPU type; decision; write: the filter record; encode: the answer as bytes),
 each as a share of their sum, with the whole verb timed through the service
 beside it (`service` minus the pieces inside it: its own overhead).
@@ -177,7 +177,7 @@ def phase_profile(url: str, bodies: list[bytes], now: Callable[[], float]) -> di
     from extender.service import Scheduler
     from extender.settings import Settings
     from extender.sizing import Sizer, check_fits_somewhere
-    from extender.web.http_io import json_depth
+    from extender.web.http_io import parse_body
     from extender.wire import kube as wire_kube
     from extender.wire.objects import NodeLayouts
 
@@ -193,8 +193,7 @@ def phase_profile(url: str, bodies: list[bytes], now: Callable[[], float]) -> di
         spent = dict.fromkeys(samples, 0.0)
         for verb in ("filter", "prioritize"):
             clock = _Clock()
-            json_depth(body)
-            args = wire_kube.decode_args(orjson.loads(body), layouts)
+            args = wire_kube.decode_args(parse_body(body), layouts)
             spent["parse"] += clock.lap()
             demand = parse_demand(args.pod)
             assert demand is not None, "bench pods are annotated"

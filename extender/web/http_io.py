@@ -56,6 +56,12 @@ def read_json() -> Any:
         raw = request.get_data(cache=False)
     except RequestEntityTooLarge as exc:
         raise BodyTooLarge(f"body larger than {current_app.config['MAX_CONTENT_LENGTH']} bytes") from exc
+    return parse_body(raw)
+
+
+def parse_body(raw: bytes) -> Any:
+    """JSON text as a value; `BadRequest` for an empty body, nesting deeper than
+    `MAX_JSON_DEPTH` or invalid JSON."""
     if not raw:
         raise BadRequest("empty body: expected a JSON object")
     # Nesting needs an opening bracket per level: with few brackets in all, no scan.
