@@ -37,16 +37,16 @@ def json_depth(raw: bytes) -> int:
     strings not counted. Linear and in C (bytes methods, numpy): about 2 ms per MB.
 
     Invalid JSON gives some number; the parser refuses it afterwards."""
-    if b'\\"' in raw:  # escaped quotes: drop escaped backslashes, then the escaped quotes
-        if b"\\\\" in raw:
+    if raw.find(b"\\") >= 0:  # escapes (one byte searched: memchr, not a substring scan):
+        if b"\\\\" in raw:  # drop escaped backslashes, then the escaped quotes
             raw = raw.replace(b"\\\\", b"")
         raw = raw.replace(b'\\"', b"")
     structure = np.frombuffer(raw.translate(None, _OTHER_BYTES), np.uint8)
     if not structure.size:
         return 0
     steps = _STEP[structure]
-    steps[(np.cumsum(structure == _QUOTE, dtype=np.int64) & 1).astype(bool)] = 0  # in strings
-    return int(np.cumsum(steps, dtype=np.int64).max())
+    steps[(np.cumsum(structure == _QUOTE, dtype=np.int32) & 1).astype(bool)] = 0  # in strings
+    return int(np.cumsum(steps, dtype=np.int32).max())  # a body is far below 2**31 bytes
 
 
 def read_json() -> Any:
