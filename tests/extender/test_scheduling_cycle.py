@@ -39,11 +39,16 @@ def _busy_big(client) -> None:
     assert client.post("/bind", json=bind_args(other, "big")).get_json() == {"Error": ""}
 
 
+def _cycle(client, name: str = "pod") -> tuple[dict, dict[str, int]]:
+    """A pod filtered then prioritized by `client`: the pod and its scores."""
+    pod = make_pod(name, model="resnet50", task="train", batch=32, epochs=1)
+    _filter(client, pod)
+    return pod, _scores(client, pod)
+
+
 def test_prioritize_in_the_cycle_scores_on_what_filter_read(replicas) -> None:
     here, there = replicas(), replicas()
-    pod = make_pod("pod", model="resnet50", task="train", batch=32, epochs=1)
-    _filter(here, pod)
-    idle = _scores(here, pod)
+    pod, idle = _cycle(here)
     _busy_big(there)
     assert _scores(here, pod) == idle  # the cycle's read: no round trip
     fresh = _scores(replicas(), pod)  # a replica that never filtered it reads Redis
@@ -54,24 +59,19 @@ def test_prioritize_in_the_cycle_scores_on_what_filter_read(replicas) -> None:
 
 def test_another_pod_or_a_placement_here_ends_the_cycle(replicas) -> None:
     here, there = replicas(), replicas()
-    pod = make_pod("pod", model="resnet50", task="train", batch=32, epochs=1)
-    _filter(here, pod)
-    idle = _scores(here, pod)
+    pod, idle = _cycle(here)
     _busy_big(there)
     _filter(here, make_pod("another", model="resnet18", task="inference", requests=10))
     assert _scores(here, pod) != idle  # not the pod filtered last: read again
 
-    here, pod = replicas(), make_pod("pod2", model="resnet50", task="train", batch=32, epochs=1)
-    _filter(here, pod)
-    before = _scores(here, pod)
+    here = replicas()
+    pod, before = _cycle(here, "pod2")
     _busy_big(here)  # this replica places a pod: its own cycle ends
     assert _scores(here, pod) != before
 
 
 def test_no_reuse_when_the_window_is_zero(replicas, settings) -> None:
     here, there = replicas(replace(settings, prioritize_reuse_s=0.0)), replicas()
-    pod = make_pod("pod", model="resnet50", task="train", batch=32, epochs=1)
-    _filter(here, pod)
-    idle = _scores(here, pod)
+    pod, idle = _cycle(here)
     _busy_big(there)
     assert _scores(here, pod) != idle
