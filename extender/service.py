@@ -33,9 +33,9 @@ from extender.core import binding, decisions, filtering, prioritizing
 from extender.core.annotations import AnnotationError, parse_demand
 from extender.core.gpu_table import distinct_layouts
 from extender.core.job import Assessment, NotOurs, PodJob, Refused
-from extender.errors import Conflict, StoreUnavailable
+from extender.errors import Conflict
 from extender.model import (
-    Decision, FilterRecord, Need, NodeGpus, PodDemand, PodInfo, Reservation,
+    FilterRecord, Need, NodeGpus, PodDemand, PodInfo, Reservation,
 )  # fmt: skip
 from extender.registry import ModelRegistry
 from extender.settings import Settings
@@ -171,16 +171,10 @@ class Scheduler:
                 log.warning("reservation of %s expired before bind confirmed; monitor "
                             "reconciles", pod.uid)
         if reservation.new and gpus is not None:
-            self._tell(decisions.reserved(pod.namespace, pod.name, reservation, gpus, need))
+            self.store.tell(decisions.reserved(pod.namespace, pod.name, reservation, gpus, need),
+                            self.clock(), self.settings.decision_repeat_s)
         return annotations
 
-    def _tell(self, decision: Decision) -> None:
-        """Log a decision for the pod's Event and the status page: best effort, never
-        failing a placement already made."""
-        try:
-            self.store.log_decisions([decision], self.clock(), self.settings.decision_repeat_s)
-        except StoreUnavailable:
-            log.warning("could not log a decision", extra={"pod_uid": decision.uid})
 
     def _assess(self, pod: PodInfo, nodes: NodeLayoutsByName, sync: bool = True) -> Assessment:
         """Annotations parsed, one snapshot read (`RedisStore.snapshot`'s `sync`), the

@@ -54,7 +54,7 @@ from extender.metrics import (
     RELEASES, WAITERS_REQUEUED, observe_prediction,
 )  # fmt: skip
 from extender.model import (
-    GPU, PREDICTED_S, REQUEUED_AT, RESERVED_MIB, SIGNATURE, Decision, JobRecord, NodeState,
+    GPU, PREDICTED_S, REQUEUED_AT, RESERVED_MIB, SIGNATURE, JobRecord, NodeState,
     PodDemand, PodInfo, job_type, type_of,
 )  # fmt: skip
 from extender.registry import ModelRegistry
@@ -163,7 +163,8 @@ class Monitor:
             return
         RELEASES.labels(outcome).inc()
         self._requeue_waiters(released)
-        self._tell(decisions.released(released, outcome))
+        self.store.tell(decisions.released(released, outcome), self.clock(),
+                        self.settings.decision_repeat_s)
         if released.started_at <= 0:
             return
         ended = facts.finished_at or self.clock()
@@ -194,11 +195,6 @@ class Monitor:
         return (f" ({job.reserved_mib:.0f} MiB); {job.model} {job.task} batch {job.batch} "
                 f"on {job.gpu_type} now reserves at least {floor:.0f} MiB")
 
-    def _tell(self, decision: Decision) -> None:
-        try:
-            self.store.log_decisions([decision], self.clock(), self.settings.decision_repeat_s)
-        except StoreUnavailable:
-            log.warning("could not log a decision", extra={"pod_uid": decision.uid})
 
     def _requeue_waiters(self, released: JobRecord) -> None:
         """Update each waiting pod that now fits on a GPU `released` freed, oldest first,

@@ -55,7 +55,7 @@ transaction or a single command), named for what it does: reads never write.
 
 from __future__ import annotations
 
-
+import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict
@@ -76,6 +76,8 @@ from extender.state.records import (
     live_waiters, queued_jobs, reading,
 )
 from extender.state.queue_mirror import QueueMirror
+
+log = logging.getLogger(__name__)
 
 NODES_KEY = "st:nodes"
 NODES_REV_KEY = "st:nodes:rev"
@@ -422,6 +424,14 @@ class RedisStore:
         pipe = self._redis.pipeline(transaction=False)
         if self._tell_all(pipe, decisions, now, repeat_s):
             self._call(pipe.execute)
+
+    def tell(self, decision: Decision, now: float, repeat_s: int = 600) -> None:
+        """`log_decisions` for one decision, best effort: the pod's Event and the status
+        page may miss it, but a placement or release already made never fails for it."""
+        try:
+            self.log_decisions([decision], now, repeat_s)
+        except StoreUnavailable:
+            log.warning("could not log a decision", extra={"pod_uid": decision.uid})
 
     def decisions(self, limit: int) -> list[dict[str, str]]:
         """The latest `limit` decisions, newest first, each with its log ``id``."""

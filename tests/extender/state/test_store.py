@@ -7,7 +7,7 @@ import pytest
 import redis
 
 from extender.errors import Conflict
-from extender.model import FilterRecord, JobRecord, NodeGpus, PodDemand, Reservation, Waiter
+from extender.model import Decision, FilterRecord, JobRecord, NodeGpus, PodDemand, Reservation, Waiter
 from extender.state.embedded_redis import EmbeddedRedis
 from extender.state.store import KUBE_BIND, VOLCANO_ALLOCATE, RedisStore
 
@@ -260,3 +260,13 @@ def test_unreadable_values_in_a_job_never_break_a_reservation_nor_make_room(
     redis_client.hset("st:job:bad", "reserved_mib", "1000")  # readable again: counted as such
     assert store.reserve(_job("next", 100), cands, now=10_000, ttl_s=60).new
     assert store.release("bad") is not None
+
+
+def test_a_decision_told_is_logged_and_a_store_gone_never_fails_the_teller(store, caplog) -> None:
+    told = Decision("released", "u1", "ml/p1", "released from n1")
+    store.tell(told, now=100.0)
+    [logged] = store.decisions(5)
+    assert logged["uid"] == "u1" and logged["message"] == "released from n1"
+    gone = RedisStore.from_url("redis://127.0.0.1:1/0", timeout_s=0.2)  # nothing listens
+    gone.tell(told, now=100.0)
+    assert "could not log a decision" in caplog.text
