@@ -175,7 +175,7 @@ def _failing_verdicts(table: GpuTable, fit: Fit, failing: np.ndarray, out: np.nd
     `Verdict` per distinct reason."""
     below = table.gpu_jobs < fit.limit
     roomiest = np.full(len(table.seg_nodes), -1)
-    segments, rows = table.first_in_order(below, table.roomy_order)
+    segments, rows = table.first_in_order(below, table.roomy_order, table.roomy_rank)
     roomiest[segments] = rows
     positions = np.flatnonzero(failing)
     rows = roomiest[table.node_seg[positions]]

@@ -100,7 +100,7 @@ def _fit_rows(table: GpuTable, needs: Mapping[str, Need], limits: Limits,
             room[row] = has_room(gpu, need, int(row_limit[row]), hold)
     room_count = table.per_node(table.count_per_segment(room), 0)
     best_index = np.full(len(table.seg_nodes), NO_INDEX)
-    segments, best = table.first_in_order(room, table.fit_order)
+    segments, best = table.first_in_order(room, table.fit_order, table.fit_rank)
     best_index[segments] = table.gpu_index[best]
     return Fit(layout_needs, layout_limits, row_padded, work[rows], row_limit, count[rows],
                room, room_count, best_index)

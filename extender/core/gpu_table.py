@@ -25,6 +25,7 @@ from extender.model import GpuState, NodeGpus, NodeState, QueuedJob
 
 IntArray = np.ndarray
 FloatArray = np.ndarray
+_NO_RANK = np.iinfo(np.int64).max
 ARRAYS_FROM = 32  # requests naming fewer nodes are judged node by node (`core.per_node`)
 StateCache = dict[str, tuple[int, NodeState]]  # node -> (the version it shows, its state)
 
@@ -183,22 +184,29 @@ class GpuTable(Mapping[str, NodeState]):
         return self.shape.names_array
 
     @property
+    def fit_rank(self) -> IntArray:
+        if self._fit_rank is None:
+            self._fit_rank = _ranks(self.gpu_node, self.shape.row_start,
+                                    (self.gpu_index, self.gpu_free))
+        return self._fit_rank
+
+    @property
     def fit_order(self) -> IntArray:
         if self._fit_order is None:
-            rank = self._fit_rank
-            if rank is None:
-                rank = _ranks(self.gpu_node, self.shape.row_start, (self.gpu_index, self.gpu_free))
-            self._fit_order = _order(self.shape.row_start, rank)
+            self._fit_order = _order(self.shape.row_start, self.fit_rank)
         return self._fit_order
+
+    @property
+    def roomy_rank(self) -> IntArray:
+        if self._roomy_rank is None:
+            local = np.arange(len(self.gpu_free)) - self.shape.row_start
+            self._roomy_rank = _ranks(self.gpu_node, self.shape.row_start, (local, -self.gpu_free))
+        return self._roomy_rank
 
     @property
     def roomy_order(self) -> IntArray:
         if self._roomy_order is None:
-            rank = self._roomy_rank
-            if rank is None:
-                local = np.arange(len(self.gpu_free)) - self.shape.row_start
-                rank = _ranks(self.gpu_node, self.shape.row_start, (local, -self.gpu_free))
-            self._roomy_order = _order(self.shape.row_start, rank)
+            self._roomy_order = _order(self.shape.row_start, self.roomy_rank)
         return self._roomy_order
 
     def layout_of(self, position: int) -> NodeGpus | None:
@@ -224,20 +232,23 @@ class GpuTable(Mapping[str, NodeState]):
         out[self.seg_nodes] = segment_values
         return out
 
-    def first_in_order(self, mask: np.ndarray, order: IntArray) -> tuple[IntArray, IntArray]:
+    def first_in_order(self, mask: np.ndarray, order: IntArray,
+                       rank: IntArray) -> tuple[IntArray, IntArray]:
         """Per segment with a row where `mask` holds, the first such row in `order` (one of
-        the table's orders, node by node): (segments, rows), segments ascending."""
-        hits = order[mask[order]]
-        segments = self.gpu_seg[hits]
-        first = np.ones(len(hits), dtype=bool)
-        np.not_equal(segments[1:], segments[:-1], out=first[1:])
-        return segments[first], hits[first]
+        the table's orders, node by node, and its `rank`: each row's place in its node):
+        (segments, rows), segments ascending. The least rank per node, not a pass over
+        the permuted rows."""
+        if not len(self.seg_starts):
+            return self.seg_starts, self.seg_starts
+        least = np.minimum.reduceat(np.where(mask, rank, _NO_RANK), self.seg_starts)
+        segments = np.flatnonzero(least != _NO_RANK)
+        return segments, order[self.seg_starts[segments] + least[segments]]
 
-    def first_least(self, mask: np.ndarray, values: np.ndarray,
-                    order: IntArray) -> tuple[IntArray, IntArray]:
+    def first_least(self, mask: np.ndarray, values: np.ndarray, order: IntArray,
+                    rank: IntArray) -> tuple[IntArray, IntArray]:
         """Per segment with a row where `mask` holds, the first row in `order` with the least
         of `values` among those rows: (segments, rows)."""
-        hits = order[mask[order]]
+        hits = np.flatnonzero(mask)
         if not len(hits):
             return hits, hits
         segments = self.gpu_seg[hits]
@@ -246,7 +257,7 @@ class GpuTable(Mapping[str, NodeState]):
         least = np.repeat(np.minimum.reduceat(values[hits], starts), lengths)
         at_least = np.zeros(len(mask), dtype=bool)
         at_least[hits[values[hits] == least]] = True
-        return self.first_in_order(at_least, order)
+        return self.first_in_order(at_least, order, rank)
 
     def _state(self, name: str, position: int) -> NodeState:
         version = -1 if self._node_version is None else int(self._node_version[position])

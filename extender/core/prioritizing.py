@@ -116,11 +116,11 @@ def _cheapest_rows(table: GpuTable, fit: Fit, cost: np.ndarray) -> np.ndarray:
     costs more, so it is the cheapest), else the first at the lowest cost."""
     chosen = np.full(len(table.seg_nodes), -1)
     alone = fit.room & (cost <= fit.work_s)
-    segments, rows = table.first_in_order(alone, table.fit_order)
+    segments, rows = table.first_in_order(alone, table.fit_order, table.fit_rank)
     chosen[segments] = rows
     rest = fit.room & (chosen[table.gpu_seg] < 0)
     if rest.any():
-        segments, rows = table.first_least(rest, cost, table.fit_order)
+        segments, rows = table.first_least(rest, cost, table.fit_order, table.fit_rank)
         chosen[segments] = rows
     return chosen
 
