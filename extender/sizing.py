@@ -77,7 +77,8 @@ class Sizer:
                      for t in memory}
         needs = {t: _declared(n, demand) for t, n in needs.items()}
         needs = oom.apply_floors(demand, needs, floors) if demand.model else needs
-        return {t: replace(n, gpus=demand.gpus) for t, n in needs.items()}
+        return {t: n if n.gpus == demand.gpus else replace(n, gpus=demand.gpus)
+                for t, n in needs.items()}
 
     def _predicted(self, demand: PodDemand, types: list[str]) -> dict[str, Need]:
         replicas = demand.gpus
