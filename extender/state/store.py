@@ -400,7 +400,7 @@ class RedisStore:
         groups: dict[tuple[Any, ...], list[str]] = {}  # most nodes share a few layouts
         for name, layout in record.layouts.items():
             groups.setdefault(layout.as_row(), []).append(name)
-        demand: dict[str, Any] = {"demand": asdict(record.demand),
+        demand: dict[str, Any] = {"demand": record.demand,  # orjson writes the dataclass
                                   "groups": [[row, names] for row, names in groups.items()]}
         if record.held:
             demand["held"] = {n: list(indices) for n, indices in record.held.items()}
