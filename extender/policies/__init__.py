@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from extender.policies.base import ScoringPolicy
+from extender.policies.drain import Drain
 from extender.policies.marginal import Marginal
 from extender.policies.paper import Paper
 from extender.policies.shared import Shared
@@ -11,8 +12,9 @@ POLICIES: dict[str, type[ScoringPolicy]] = {
     Marginal.name: Marginal,
     Shared.name: Shared,
     Paper.name: Paper,
+    Drain.name: Drain,
 }
-DEFAULT_POLICY = Marginal.name
+DEFAULT_POLICY = Drain.name
 
 
 def make_policy(name: str, alpha: float) -> ScoringPolicy:

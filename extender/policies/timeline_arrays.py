@@ -70,6 +70,14 @@ def marginal_costs_s(remaining: FloatArray, work_s: FloatArray, alpha: float) ->
     return completion_sums_s(with_job, alpha) - completion_sums_s(remaining, alpha)
 
 
+def drain_times_s(remaining: FloatArray, work_s: FloatArray, alpha: float) -> FloatArray:
+    """Per row, when the last job finishes once the job of `work_s` joins (`Drain.cost_s`:
+    the last of `timeline.completion_times_s`; 0 for a row with no work at all)."""
+    with_job = np.concatenate([remaining, work_s[:, None]], axis=1)
+    done, count = completion_times_s(with_job, alpha)
+    return np.where(count > 0, done[np.arange(len(done)), np.maximum(count - 1, 0)], 0.0)
+
+
 def shared_completions_s(remaining: FloatArray, work_s: FloatArray, alpha: float) -> FloatArray:
     """Per row, `timeline.shared_completion_s(work_s, remaining row, alpha)`."""
     pending, count = _sorted_positive(remaining)

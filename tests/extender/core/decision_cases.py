@@ -8,6 +8,8 @@ seed, so this module must not change in a way that changes what it generates:
 record again (with code whose decisions you trust) if it ever must.
 
     python -m tests.extender.core.decision_cases --write   # records, from this checkout
+    python -m tests.extender.core.decision_cases --add-policy drain   # one new policy's
+        # scores added to every case of the recording, nothing else in it changed
 
 Two kinds of case:
 * pure: a `ClusterSnapshot` built here (idle and busy nodes sharing a few
@@ -47,7 +49,7 @@ RECORDED = Path(__file__).resolve().parents[2] / "data" / "decisions" / "recorde
 SEED = 20260118
 PURE_CASES = 260
 STORE_CASES = 40
-POLICIES = ("marginal", "shared", "paper")
+POLICIES = ("marginal", "shared", "paper", "drain")  # drain's scores added after the others'
 # (gpu_type, product, MiB per GPU); None: a product the catalogue does not know.
 TYPES = [("RTX-3090", "NVIDIA-GeForce-RTX-3090", 24576), ("A100", "NVIDIA-A100-SXM4-40GB", 40960),
          ("T4", "Tesla-T4", 15360), ("V100", "Tesla-V100-SXM2-16GB", 16160),
@@ -250,6 +252,21 @@ def record_all(store_factory: Any = None) -> dict[str, Any]:
     return {"seed": SEED, "reasons": list(reasons), "pure": pure, "store": stored}
 
 
+def add_policy(recorded: dict[str, Any], name: str, store_factory: Any) -> dict[str, Any]:
+    """`recorded` with the scores of policy `name` (newly registered) added to every case;
+    what was recorded before is kept as it was (the new policy's scores only are today's)."""
+    def scores(job: PodJob, settings: Settings, layouts: dict[str, Any]) -> list[float]:
+        got = decide_scores(job, list(layouts), replace(settings, scoring=name))
+        return json.loads(json.dumps([got[n] for n in layouts]))
+
+    for case, (job, settings) in zip(recorded["pure"], pure_cases(), strict=True):
+        case["scores"][name] = scores(job, settings, {n: None for n in job.snapshot.nodes})
+    for case, spec in zip(recorded["store"], store_cases(), strict=True):
+        job, settings, layouts = load_store_case(store_factory(), spec)
+        case["scores"][name] = scores(job, settings, layouts)
+    return recorded
+
+
 def _embedded_store_factory(directory: Path) -> Any:
     import redis
 
@@ -271,11 +288,16 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description="record filter/prioritize decisions")
     parser.add_argument("--write", action="store_true", help=f"write {RECORDED}")
+    parser.add_argument("--add-policy", metavar="NAME",
+                        help="add one newly registered policy's scores to the recording")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         server, fresh = _embedded_store_factory(Path(tmp))
         try:
-            recorded = record_all(fresh)
+            if args.add_policy:
+                recorded = add_policy(json.loads(RECORDED.read_text()), args.add_policy, fresh)
+            else:
+                recorded = record_all(fresh)
         finally:
             server.stop()
     text = json.dumps(recorded, separators=(",", ":"))
