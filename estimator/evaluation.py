@@ -7,10 +7,11 @@ outer training rows, so no held-out row ever informs its own pad):
 * ``lomo``: leave one model out; inner leave one model out.
 * ``lofo``: leave one architecture family out (ResNet, DenseNet, VGG, ... as
   `estimator.zoo` registers them): a held-out model has no sibling in fitting;
-  its pad is the one the service gives a family absent from training
-  (`estimator.padding.runtime_pad`: ``pad_unseen_family``, the larger of the
-  inner leave-one-model-out and leave-one-family-out pads), so the figures are
-  what a user's new kind of model gets.
+  it is padded as the service pads a family absent from training
+  (`estimator.padding.padded_unseen_family`: ``pad_unseen_family``, the larger of
+  the inner leave-one-model-out and leave-one-family-out pads, or the workspace
+  margin with its own pad, whichever is larger), so the figures are what a user's
+  new kind of model gets.
 * ``logo``: leave one GPU type out; the pad is the service's for a GPU type absent
   from training (``pad_unseen_gpu``: the larger of the inner leave-one-model-out and
   leave-one-GPU-out pads).
@@ -35,7 +36,10 @@ import pandas as pd
 from joblib import Parallel, delayed
 from sklearn.model_selection import KFold
 
-from estimator.padding import CENSOR_MARGIN, fit_censored, held_out_predictions, pad_fraction
+from estimator.padding import (
+    fit_censored, held_out_predictions, lower_bounds, pad_fraction, padded_unseen_family,
+    workspace_range,
+)  # fmt: skip
 from estimator.regressors import Design
 from estimator.zoo import REGISTRY
 
@@ -98,11 +102,12 @@ def _inner_pad(design: Design, frame: pd.DataFrame, protocol: str) -> float:
         return float(design.pad)
     fit = frame[~frame["over_capacity"]].reset_index(drop=True)
     X, y, censored = matrix(fit, design), fit["y"].to_numpy(float), _censored(fit)
-    if protocol in ("lofo", "logo"):  # the service's rule for a family / GPU type absent
-        groups = families(fit) if protocol == "lofo" else fit["gpu"].to_numpy()
+    if protocol == "lofo":
+        return _unseen_family_pads(design, frame)[0]
+    if protocol == "logo":  # the service's rule for a GPU type absent
         return max(_inner_pad(design, frame, "lomo"),
-                   pad_fraction(_bounds(y, censored),
-                                held_out_predictions(design.make, X, y, groups, censored)))
+                   pad_fraction(lower_bounds(y, censored), held_out_predictions(
+                       design.make, X, y, fit["gpu"].to_numpy(), censored)))
     if protocol == "random":
         folds = KFold(5, shuffle=True, random_state=0).split(X)
         groups = np.empty(len(y))
@@ -121,23 +126,48 @@ def _inner_pad(design: Design, frame: pd.DataFrame, protocol: str) -> float:
             model = fit_censored(design.make, X[~test], y[~test], censored[~test])
             preds[test] = model.predict(X[test])
         scored = ~np.isnan(preds)
-        return pad_fraction(_bounds(y, censored)[scored], preds[scored])
-    return pad_fraction(_bounds(y, censored),
+        return pad_fraction(lower_bounds(y, censored)[scored], preds[scored])
+    return pad_fraction(lower_bounds(y, censored),
                         held_out_predictions(design.make, X, y, groups, censored))
 
 
-def _bounds(y: np.ndarray, censored: np.ndarray) -> np.ndarray:
-    return np.where(censored, y * CENSOR_MARGIN, y)
+def _unseen_family_pads(design: Design, frame: pd.DataFrame) -> tuple[float, float | None]:
+    """The pads the service gives a family absent from `frame` (as `training.fit` derives
+    them): ``pad_unseen_family`` and ``pad_unseen_family_workspace`` (None: a design
+    without the workspace margin)."""
+    if not isinstance(design.pad, str):
+        return float(design.pad), None
+    fit = frame[~frame["over_capacity"]].reset_index(drop=True)
+    X, y, censored = matrix(fit, design), fit["y"].to_numpy(float), _censored(fit)
+    bounds = lower_bounds(y, censored)
+    by_model, by_family = (held_out_predictions(design.make, X, y, groups, censored)
+                           for groups in (fit["model"].to_numpy(), families(fit)))
+    pad = max(pad_fraction(bounds, by_model), pad_fraction(bounds, by_family))
+    if not design.workspace_margin:
+        return pad, None
+    left = bounds - workspace_range(fit["sim_workspace_mb"], fit["sim_workspace_max_mb"])
+    return pad, max(pad_fraction(left, by_model), pad_fraction(left, by_family))
 
 
 def _run_fold(design: Design, frame: pd.DataFrame, protocol: str, fit_idx: np.ndarray,
-              test_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+              test_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
+    """The test rows' predictions, the pad and the padded estimates, as the service pads
+    (a held-out family as an unseen one: `estimator.padding.padded_unseen_family`)."""
     train = frame.iloc[fit_idx]
     usable = train[~train["over_capacity"]]
     model = fit_censored(design.make, matrix(usable, design), usable["y"].to_numpy(float),
                          _censored(usable))
-    pad = _inner_pad(design, train, protocol)
-    return test_idx, model.predict(matrix(frame.iloc[test_idx], design)), pad
+    test = frame.iloc[test_idx]
+    predicted = model.predict(matrix(test, design))
+    if protocol == "lofo":
+        pad, pad_workspace = _unseen_family_pads(design, train)
+        padded = predicted * (1.0 + pad) if pad_workspace is None else padded_unseen_family(
+            predicted, workspace_range(test["sim_workspace_mb"], test["sim_workspace_max_mb"]),
+            pad, pad_workspace)
+    else:
+        pad = _inner_pad(design, train, protocol)
+        padded = predicted * (1.0 + pad)
+    return test_idx, predicted, pad, padded
 
 
 def held_out(design: Design, frame: pd.DataFrame, protocol: str,
@@ -150,9 +180,8 @@ def held_out(design: Design, frame: pd.DataFrame, protocol: str,
     parts = [
         frame.iloc[test_idx][["model", "batch", "gpu", "y", "capacity_mib", "over_capacity",
                               *(["censored"] if "censored" in frame else [])]]
-        .assign(family=families(frame.iloc[test_idx]), predicted=pred, pad=pad,
-                padded=pred * (1.0 + pad))
-        for test_idx, pred, pad in folds
+        .assign(family=families(frame.iloc[test_idx]), predicted=pred, pad=pad, padded=padded)
+        for test_idx, pred, pad, padded in folds
     ]  # fmt: skip
     return pd.concat(parts, ignore_index=True)
 

@@ -14,6 +14,13 @@ Three pads per memory artefact, each from its own held-out scheme (training.fit)
   the exchangeable groups this is split-conformal calibration at the strictest
   level the groups allow (the largest group's error: with k families, a new family's
   error exceeds it with probability at most 1/(k+1)).
+* ``pad_unseen_family_workspace``: the same calibration of what is left once the job's
+  `workspace_range` is added. A model of an unseen family is padded to the larger of
+  ``predicted x (1 + pad_unseen_family)`` and ``predicted x (1 +
+  pad_unseen_family_workspace) + workspace_range`` (`padded_unseen_family`): which cuDNN
+  algorithm a card picks is not knowable offline, and a family whose convolutions allow
+  large workspaces (VGG's wide 224x224 layers) can take the largest one simulated on
+  some cards while the families left to calibrate on never do.
 
 `runtime_pad` is the rule that picks among them for one job (the service's
 `estimator.predict` applies the same rule; `estimator.evaluation` scores it).
@@ -56,6 +63,23 @@ def padded(predicted_mib: np.ndarray, pad: float) -> np.ndarray:
     if pad < 0:
         raise ValueError(f"pad must be >= 0, got {pad}")
     return predicted_mib * (1.0 + pad)
+
+
+def workspace_range(workspace_mb: Any, workspace_max_mb: Any) -> Any:
+    """MiB the largest simulated cuDNN workspace may add over the mean of the scenarios
+    (`estimator.workspace`): never negative, 0 where either is unknown (NaN). Arrays or
+    floats."""
+    return np.fmax(np.asarray(workspace_max_mb, float)
+                   - np.fmax(np.asarray(workspace_mb, float), 0.0), 0.0)
+
+
+def padded_unseen_family(predicted_mib: Any, workspace_mib: Any, pad: float,
+                         pad_workspace: float) -> Any:
+    """A model of an unseen family, padded: the larger of the plain pad and the workspace
+    margin plus its own pad (see the module docstring). Arrays or floats."""
+    predicted = np.asarray(predicted_mib, float)
+    return np.maximum(predicted * (1.0 + pad),
+                      predicted * (1.0 + pad_workspace) + np.asarray(workspace_mib, float))
 
 
 def runtime_pad(pads: dict[str, Any], gpu_seen: bool, family_seen: bool) -> tuple[float, str]:
@@ -115,10 +139,10 @@ def held_out_pad(make: Callable[[], Any], X: np.ndarray, y: np.ndarray,
     if len(np.unique(groups)) < 2:
         raise ValueError("a held-out pad needs at least two groups")
     predictions = held_out_predictions(make, X, y, groups, censored)
-    return pad_fraction(_lower_bounds(y, censored), predictions)
+    return pad_fraction(lower_bounds(y, censored), predictions)
 
 
-def _lower_bounds(y: np.ndarray, censored: np.ndarray | None) -> np.ndarray:
+def lower_bounds(y: np.ndarray, censored: np.ndarray | None) -> np.ndarray:
     """What a padded prediction must reach: the value, or a censored row's bound x margin."""
     bound = np.asarray(y, float).copy()
     if censored is not None:

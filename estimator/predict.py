@@ -11,8 +11,9 @@ largest per-GPU constant learned (the safe side) and the larger held-out pad
 (leave one GPU out), and reported with ``seen_in_training=False``. A model whose
 architecture family no training row covers (every model users register, every
 transformer today) gets the pad calibrated by leave one family out
-(``pad_unseen_family``), reported with ``family_seen=False``; both unseen: the
-larger of the two pads. A product
+(``pad_unseen_family``), or the job's simulated workspace range with its own pad
+when that is larger (`estimator.padding.padded_unseen_family`), reported with
+``family_seen=False``; both unseen: the larger of the two pads. A product
 that is not in the catalogue at all gets `estimate_unknown`: the largest padded
 memory and the longest time over every catalogue type. Profiling one job on a
 new GPU (schedtune profile) and retraining makes it a seen type.
@@ -31,6 +32,7 @@ from estimator import portable
 from estimator.catalogue import CATALOGUE, CHARACTERISTICS
 from estimator.errors import InvalidJob, UnknownGPU
 from estimator.feature_table import FEATURES_DIR, FeatureTable, JobFeatures
+from estimator.padding import padded_unseen_family, workspace_range
 
 MAX_UNITS = 10**6
 MEMO_SIZE = 8192  # (model, task, batch) figures kept per process
@@ -106,6 +108,16 @@ class _Predictor:
             fallback = max(pad, float(self.meta["pad_unseen_gpu"]))
             pad = max(pad, float(self.meta.get("pad_unseen_family", fallback)))
         return pad
+
+    def padded(self, predicted_mib: float, workspace_mib: float, gpu_seen: bool,
+               family_seen: bool) -> float:
+        """The padded estimate: `pad`; an unseen family also with the workspace margin
+        (`estimator.padding.padded_unseen_family`, for artefacts that carry its pad)."""
+        pad = self.pad(gpu_seen, family_seen)
+        if family_seen or "pad_unseen_family_workspace" not in self.meta:
+            return predicted_mib * (1.0 + pad)
+        return float(padded_unseen_family(predicted_mib, workspace_mib, pad,
+                                          float(self.meta["pad_unseen_family_workspace"])))
 
 
 class Estimator:
@@ -227,8 +239,12 @@ class Estimator:
         out = []
         for j, job in enumerate(features):
             family = memory.family_seen(job.family, self.table)
-            out.append({name: Figures(float(mem[j, i]), memory.pad(seen[i], family),
-                                      float(unit_s[j, i]), seen[i], family)
+            workspace = float(workspace_range(job.sim_workspace_mb, job.sim_workspace_max_mb))
+            # The pad as a fraction of the prediction: the workspace margin is MiB.
+            pads = [memory.padded(float(mem[j, i]), workspace, seen[i], family)
+                    / float(mem[j, i]) - 1.0 for i in range(len(self._gpus))]
+            out.append({name: Figures(float(mem[j, i]), pads[i], float(unit_s[j, i]),
+                                      seen[i], family)
                         for i, name in enumerate(self._gpus)})
         return out
 

@@ -188,6 +188,13 @@ class Design:
     make: Callable[[], RegressorMixin]
     pad: str | float = "held-out"
 
+    @property
+    def workspace_margin(self) -> bool:
+        """Whether a model of an unseen family also gets the workspace margin
+        (`estimator.padding.padded_unseen_family`): held-out pads of designs anchored on
+        the simulated device memory, whose workspace is the scenarios' mean."""
+        return isinstance(self.pad, str) and "sim_device_mb" in self.columns
+
 
 GPU_COLS = CHARACTERISTICS
 PAPER_MEM_GPU_COLS = ("cuda_cores", "mem_bandwidth_gbs", "sm_count")  # Table V, (1,3,4)

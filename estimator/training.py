@@ -10,7 +10,9 @@ import pandas as pd
 from estimator import artefacts
 from estimator.data import RECONSTRUCTED, TARGETS
 from estimator.evaluation import evaluate, families, matrix
-from estimator.padding import fit_censored, held_out_pad
+from estimator.padding import (
+    fit_censored, held_out_predictions, lower_bounds, pad_fraction, workspace_range,
+)  # fmt: skip
 from estimator.regressors import DESIGNS
 
 
@@ -36,7 +38,10 @@ def fit(target: str, design_name: str, frame: pd.DataFrame,
     from the rows (``seen_families``): the larger of ``pad_seen`` and leave one
     family out (`estimator.padding`; with a single family in the rows it cannot
     be calibrated and is the larger of the other two, ``pad_unseen_family_basis``
-    says which). Rows with ``censored`` set are lower bounds (OOM kills,
+    says which); ``pad_unseen_family_workspace``: the same schemes' pad of what the
+    job's workspace range leaves (`estimator.padding.padded_unseen_family`; designs
+    with the workspace margin and rows of two families or more only). Rows with ``censored`` set are
+    lower bounds (OOM kills,
     `estimator.observations`): fitted Tobit-style and covered by every pad.
     """
     design = DESIGNS[target][design_name]
@@ -46,14 +51,25 @@ def fit(target: str, design_name: str, frame: pd.DataFrame,
     regressor = fit_censored(design.make, X, y, censored)
     row_families = families(usable)
     seen_families = sorted({str(f) for f in row_families})
+    pad_workspace = None
     if isinstance(design.pad, str):
-        def pad(groups: np.ndarray) -> float:
-            return held_out_pad(design.make, X, y, groups, censored)
+        bounds = lower_bounds(y, censored)
 
-        pad_seen = pad(usable["model"].to_numpy())
-        pad_unseen = max(pad_seen, pad(usable["gpu"].to_numpy()))
+        def held_out(groups: np.ndarray) -> np.ndarray:
+            return held_out_predictions(design.make, X, y, groups, censored)
+
+        by_model = held_out(usable["model"].to_numpy())
+        pad_seen = pad_fraction(bounds, by_model)
+        pad_unseen = max(pad_seen, pad_fraction(bounds, held_out(usable["gpu"].to_numpy())))
         if len(seen_families) >= 2:
-            pad_family, basis = max(pad_seen, pad(row_families)), "leave one family out"
+            by_family = held_out(row_families)
+            pad_family, basis = max(pad_seen, pad_fraction(bounds, by_family)), \
+                "leave one family out"
+            if design.workspace_margin:
+                left = bounds - workspace_range(usable["sim_workspace_mb"],
+                                                usable["sim_workspace_max_mb"])
+                pad_workspace = max(pad_fraction(left, by_model),
+                                    pad_fraction(left, by_family))
         else:
             pad_family, basis = max(pad_seen, pad_unseen), "one family only: not calibrated"
     else:
@@ -68,6 +84,7 @@ def fit(target: str, design_name: str, frame: pd.DataFrame,
         "pad_unseen_gpu": pad_unseen,
         "pad_unseen_family": pad_family,
         "pad_unseen_family_basis": basis,
+        **({} if pad_workspace is None else {"pad_unseen_family_workspace": pad_workspace}),
         "seen_gpus": sorted(usable["gpu"].unique()),
         "seen_families": seen_families,
         "models": sorted(usable["model"].unique()),

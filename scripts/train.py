@@ -105,10 +105,13 @@ def main(argv: list[str] | None = None) -> int:
             regressor, meta = fit(target, design, fit_frame, with_stats=not args.no_stats)
             path = artefacts.save(artefact_name(target, design), regressor, meta, args.out)
             summary[path.stem] = {k: meta[k] for k in (
-                "rows", "censored_rows", "pad_seen", "pad_unseen_gpu", "pad_unseen_family")}
+                "rows", "censored_rows", "pad_seen", "pad_unseen_gpu", "pad_unseen_family",
+                "pad_unseen_family_workspace") if k in meta}
+            workspace = meta.get("pad_unseen_family_workspace")
             log.info("%s: %d rows (%d censored), pad %.3f seen / %.3f unseen GPU / %.3f unseen "
-                     "family", path.name, meta["rows"], meta["censored_rows"], meta["pad_seen"],
-                     meta["pad_unseen_gpu"], meta["pad_unseen_family"])
+                     "family%s", path.name, meta["rows"], meta["censored_rows"], meta["pad_seen"],
+                     meta["pad_unseen_gpu"], meta["pad_unseen_family"],
+                     "" if workspace is None else f" (or {workspace:.3f} + workspace range)")
     if args.json:
         print(json.dumps(summary, indent=2))
     return 0

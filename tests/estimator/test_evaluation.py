@@ -4,6 +4,7 @@ import pytest
 
 from estimator.data import load_target
 from estimator.evaluation import held_out, metrics
+from estimator.padding import padded_unseen_family, workspace_range
 from estimator.regressors import DESIGNS
 
 
@@ -59,8 +60,9 @@ def test_per_family_report_splits_the_same_held_out_rows(frame) -> None:
 
 
 def test_lofo_gives_a_held_out_family_the_pad_the_service_would(frame) -> None:
-    """The pad of a held-out family is the artefact's pad_unseen_family fitted on the
-    other families: what a user's new kind of model gets."""
+    """A held-out family is padded as the artefact fitted on the other families pads an
+    unseen family (its pad, or the workspace margin and its pad): what a user's new kind
+    of model gets."""
     from estimator.evaluation import _outer_splits, families
     from estimator.training import fit
 
@@ -71,8 +73,13 @@ def test_lofo_gives_a_held_out_family_the_pad_the_service_would(frame) -> None:
         (out,) = set(family[test_idx])
         _, meta = fit("train-mem", design, frame.iloc[fit_idx], with_stats=False)
         assert out not in meta["seen_families"]
-        assert rows[rows["family"] == out]["pad"].unique().tolist() == [
-            pytest.approx(meta["pad_unseen_family"])]
+        held = rows[rows["family"] == out]
+        assert held["pad"].unique().tolist() == [pytest.approx(meta["pad_unseen_family"])]
+        test = frame.iloc[test_idx]
+        assert held["padded"].to_numpy() == pytest.approx(padded_unseen_family(
+            held["predicted"].to_numpy(), workspace_range(test["sim_workspace_mb"],
+                                                          test["sim_workspace_max_mb"]),
+            meta["pad_unseen_family"], meta["pad_unseen_family_workspace"]))
 
 
 def test_each_simulated_part_removes_residual_for_every_family(frame) -> None:

@@ -1,7 +1,9 @@
 import numpy as np
 import pytest
 
-from estimator.padding import MIN_PAD, held_out_pad, pad_fraction, padded
+from estimator.padding import (
+    MIN_PAD, held_out_pad, pad_fraction, padded, padded_unseen_family, workspace_range,
+)  # fmt: skip
 from estimator.regressors import ColumnRegressor
 
 
@@ -69,3 +71,17 @@ def test_runtime_pad_picks_the_distance_to_the_training_data() -> None:
     assert pad == 0.3 and "family not seen" in why
     assert runtime_pad({**pads, "pad_unseen_family": 0.15}, False, False)[0] == 0.2
     assert runtime_pad({"pad_seen": 0.1, "pad_unseen_gpu": 0.2}, True, False)[0] == 0.1
+
+
+def test_the_workspace_range_is_never_negative_and_unknown_parts_count_safely() -> None:
+    mean = np.array([100.0, -20.0, 50.0, np.nan, 10.0])
+    worst = np.array([400.0, 100.0, 40.0, 300.0, np.nan])
+    assert workspace_range(mean, worst).tolist() == [300.0, 100.0, 0.0, 300.0, 0.0]
+    assert workspace_range(0.0, 8.0) == 8.0
+
+
+def test_an_unseen_family_is_padded_by_the_larger_of_the_two_rules() -> None:
+    predicted, workspace = np.array([1000.0, 1000.0]), np.array([0.0, 400.0])
+    out = padded_unseen_family(predicted, workspace, pad=0.3, pad_workspace=0.05)
+    assert out.tolist() == [1300.0, 1450.0]  # the plain pad; the workspace margin
+    assert padded_unseen_family(1000.0, 100.0, 0.3, 0.05) == 1300.0

@@ -102,3 +102,35 @@ def test_request_path_imports_neither_torch_nor_scikit_learn() -> None:
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_model_of_an_unseen_family_is_padded_beside_its_workspace_range(estimator) -> None:
+    """A seen family keeps its plain pad; an unseen one gets the larger of the family pad
+    and its simulated workspace range with that range's own pad."""
+    from dataclasses import replace
+
+    from estimator.padding import padded_unseen_family, workspace_range
+
+    meta = estimator.metadata()["train-mem"]
+    seen = estimator.estimate(Job("resnet50", "train", 32), gpus=["V100-16GB"])["V100-16GB"]
+    assert seen.family_seen and seen.pad == pytest.approx(meta["pad_seen"])
+    # VGG as a family the rows never saw: its wide convolutions' workspace decides.
+    without_vgg = Estimator(estimator.table, {
+        target: replace(p, meta={**p.meta, "seen_families": ["densenet", "resnet"]})
+        for target, p in estimator._predictors.items()})
+    unseen = [m for m in estimator.models if estimator.table.family(m) not in
+              meta["seen_families"] and "train" in estimator.table.tasks_for(m)]
+    assert unseen  # ViT, Swin, ConvNeXt, BERT...
+    margins = 0
+    for source, model in [(estimator, m) for m in unseen] + [(without_vgg, "vgg16")]:
+        for batch in estimator.table.cached_batches(model, "train"):
+            features = estimator.table.job_features(model, "train", batch)
+            workspace = workspace_range(features.sim_workspace_mb, features.sim_workspace_max_mb)
+            for e in source.estimate(Job(model, "train", batch), gpus=["V100-16GB", "T4"]).values():
+                assert not e.family_seen
+                want = padded_unseen_family(e.predicted_mib, workspace, meta["pad_unseen_family"],
+                                            meta["pad_unseen_family_workspace"])
+                assert e.padded_mib == pytest.approx(float(want))
+                assert e.padded_mib == pytest.approx(e.predicted_mib * (1 + e.pad))
+                margins += e.padded_mib > e.predicted_mib * (1 + meta["pad_unseen_family"]) + 1
+    assert margins  # the workspace margin decides for VGG's larger batches

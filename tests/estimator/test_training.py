@@ -41,3 +41,26 @@ def test_one_family_cannot_calibrate_a_family_pad(frame) -> None:
 def test_fixed_pad_designs_keep_their_pad_everywhere(frame) -> None:
     _, meta = fit("train-mem", "paper-rfr", frame, with_stats=False)
     assert meta["pad_seen"] == meta["pad_unseen_gpu"] == meta["pad_unseen_family"] == 0.0898
+
+
+def test_an_unseen_family_also_gets_a_pad_beside_its_workspace_range(frame) -> None:
+    """Designs anchored on the simulated device memory carry the pad of what the workspace
+    range leaves, from the same leave-one-model-out and leave-one-family-out predictions."""
+    from estimator.evaluation import families, matrix
+    from estimator.padding import held_out_predictions, pad_fraction, workspace_range
+
+    design = DESIGNS["train-mem"][DESIGN]
+    assert design.workspace_margin and not DESIGNS["train-mem"]["paper-rfr"].workspace_margin
+    _, meta = fit("train-mem", DESIGN, frame, with_stats=False)
+    usable = frame[~frame["over_capacity"]].reset_index(drop=True)
+    X, y = matrix(usable, design), usable["y"].to_numpy(float)
+    left = y - workspace_range(usable["sim_workspace_mb"], usable["sim_workspace_max_mb"])
+    want = max(pad_fraction(left, held_out_predictions(design.make, X, y, groups))
+               for groups in (usable["model"].to_numpy(), families(usable)))
+    assert meta["pad_unseen_family_workspace"] == pytest.approx(want)
+    assert meta["pad_unseen_family_workspace"] < meta["pad_unseen_family"]
+    _, rfr = fit("train-mem", "paper-rfr", frame, with_stats=False)
+    assert "pad_unseen_family_workspace" not in rfr
+    resnets = frame[frame["model"].str.startswith("resnet")]
+    assert "pad_unseen_family_workspace" not in fit("train-mem", DESIGN, resnets,
+                                                    with_stats=False)[1]
