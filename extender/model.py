@@ -252,13 +252,14 @@ class Waiter(NamedTuple):
 
     `needs`: GPU type -> (padded MiB, predicted seconds alone), as its filter estimated.
     `since`: when it was first refused (waiters are served oldest first).
-    `pod`: namespace/name, for operators.
+    `pod`: namespace/name, for operators. `gpus`: GPUs of one node it needs at once.
     """
 
     uid: str
     since: float
     needs: Mapping[str, tuple[float, float]]
     pod: str = ""
+    gpus: int = 1
 
 
 def job_type(model: str, task: str, batch: int, gpu_type: str) -> str:

@@ -73,7 +73,7 @@ def decide_filter(assessment: Assessment, nodes: Mapping[str, NodeGpus | None],
     if waits:
         since = next((w.since for w in snapshot.waiting if w.uid == pod.uid), snapshot.now)
         per_type = {t: (n.padded_mib, n.predicted_s) for t, n in needs.items()}
-        waiter = Waiter(pod.uid, since, per_type, f"{pod.namespace}/{pod.name}")
+        waiter = Waiter(pod.uid, since, per_type, f"{pod.namespace}/{pod.name}", pod.gpus)
     told = decisions.holds_told(holds, snapshot.waiting,
                                 {node: snapshot.nodes[node].gpus for node in held_nodes})
     if waiter is not None:

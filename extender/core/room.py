@@ -76,8 +76,9 @@ def usable_gpus(node: NodeState, need: Need, limit: int,
 def held_gpus(snapshot: ClusterSnapshot, limits: Limits, alpha: float, uid: str,
               max_holds: int, after_s: float = 0.0) -> dict[tuple[str, int], Hold]:
     """GPUs held for the waiters older than pod `uid` that have waited `after_s` or more,
-    oldest first, one GPU each: the one among the snapshot's nodes where the waiter fits
-    soonest (then runs fastest; the first such GPU in node order)."""
+    oldest first: the GPU among the snapshot's nodes where the waiter fits soonest (then
+    runs fastest; the first such GPU in node order), or for a waiter on k GPUs of one
+    node, the k GPUs of the node where the k-th of them fits soonest."""
     holds: dict[tuple[str, int], Hold] = {}
     if not max_holds:
         return holds
@@ -108,18 +109,40 @@ def held_gpus(snapshot: ClusterSnapshot, limits: Limits, alpha: float, uid: str,
             remaining[candidate], mib_held[candidate], table.gpu_jobs[candidate],
             table.gpu_free[candidate], table.gpu_capacity[candidate], row_mib[candidate],
             row_limit[candidate], alpha)
-        soonest = wait.min()
+        row_seconds = seconds[table.gpu_layout]
+        if waiter.gpus > 1:
+            rows_held, soonest = _soonest_together(table, wait, row_seconds, waiter.gpus)
+        else:
+            soonest = wait.min()
+            tied = wait == soonest
+            rows_held = np.flatnonzero(tied & (row_seconds == row_seconds[tied].min()))[:1]
         if not soonest < math.inf:
             continue
-        row_seconds = seconds[table.gpu_layout]
-        tied = wait == soonest
-        row = int(np.flatnonzero(tied & (row_seconds == row_seconds[tied].min()))[0])
-        taken[row] = True
-        node = table.names[int(table.gpu_node[row])]
-        holds[node, int(table.gpu_index[row])] = Hold(waiter.uid, float(row_mib[row]),
-                                                       float(soonest), snapshot.now, alpha,
-                                                       int(row_limit[row]))
+        taken[rows_held] = True
+        for row in rows_held.tolist():
+            node = table.names[int(table.gpu_node[row])]
+            holds[node, int(table.gpu_index[row])] = Hold(waiter.uid, float(row_mib[row]),
+                                                           float(soonest), snapshot.now, alpha,
+                                                           int(row_limit[row]))
     return holds
+
+
+def _soonest_together(table: GpuTable, wait: np.ndarray, row_seconds: np.ndarray,
+                      gpus: int) -> tuple[np.ndarray, float]:
+    """For a waiter on `gpus` GPUs of one node: the node whose `gpus` soonest GPUs all fit
+    it soonest (then runs fastest; the first such node), those rows and when the last of
+    them fits (inf: no node has enough)."""
+    ordered = np.lexsort((table.gpu_index, wait, table.gpu_node))  # node, soonest, index
+    nodes = table.gpu_node[ordered]
+    rank = np.arange(len(ordered)) - np.searchsorted(nodes, nodes, side="left")
+    last = ordered[rank == gpus - 1]  # per node with enough GPUs: the gpus-th soonest
+    last = last[wait[last] < math.inf]
+    if not len(last):
+        return last, math.inf
+    soonest = wait[last].min()
+    tied = last[wait[last] == soonest]
+    node = int(table.gpu_node[tied[row_seconds[tied] == row_seconds[tied].min()][0]])
+    return ordered[(nodes == node) & (rank < gpus)], float(soonest)
 
 
 def held_from(node: NodeState, need: Need, limits: Limits, holds: Holds) -> list[int]:

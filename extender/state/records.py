@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from extender.core.annotations import MAX_GPUS
 from extender.model import JobRecord, NodeGpus, QueuedJob, Waiter
 
 MAX_FLOOR_MIB = 2**20  # 1 TiB: a larger OOM floor is not a reading of any GPU
@@ -28,8 +29,11 @@ def live_waiters(raw: list[str], now: float) -> tuple[Waiter, ...]:
             if float(entry["expires_at"]) <= now:
                 continue
             needs = {str(t): (float(m), float(s)) for t, (m, s) in entry["needs"].items()}
+            gpus = int(entry.get("gpus", 1))
+            if not 1 <= gpus <= MAX_GPUS:
+                continue
             waiters.append(Waiter(str(entry["uid"]), float(entry["since"]), needs,
-                                  str(entry.get("pod", ""))))
+                                  str(entry.get("pod", "")), gpus))
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             continue
     return tuple(sorted(waiters, key=lambda w: (w.since, w.uid)))

@@ -412,7 +412,7 @@ class RedisStore:
         pipe.set(key, payload, ex=ttl_s)
         if waiter is not None:
             entry = {"uid": waiter.uid, "pod": waiter.pod, "since": waiter.since,
-                     "expires_at": now + wait_ttl_s, "needs": waiter.needs}
+                     "expires_at": now + wait_ttl_s, "needs": waiter.needs, "gpus": waiter.gpus}
             self._wait(keys=[WAITING_KEY], args=[waiter.uid, now, orjson.dumps(entry)],
                        client=pipe)
         self._tell_all(pipe, decisions, now, repeat_s)

@@ -161,6 +161,27 @@ def test_filter_passes_a_node_only_with_k_gpus_that_have_room(client, store) -> 
     assert "3" in out["FailedNodes"]["eight"] and "2" in out["FailedNodes"]["eight"]
 
 
+def test_a_waiting_multi_gpu_pod_holds_as_many_gpus_as_it_needs(client, store, clock,
+                                                               settings) -> None:
+    """Six of eight GPUs full for another minute: a 3-GPU pod waits; once it has waited
+    long enough, the two free GPUs are held for it with the one that frees first, so a
+    long single-GPU pod that does not fit beside it cannot take them."""
+    store.put_node("eight", EIGHT_LAYOUT)
+    _fill(store, range(6))
+    big = make_pod("big", model="resnet50", batch=96, gpus=3)
+    assert _passed(_filter(client, big, [EIGHT])) == []
+    [waiter] = store.waiters(clock())
+    assert waiter.gpus == 3
+    clock.now += settings.hold_after_s + 1
+    _filter(client, big, [EIGHT])  # still waiting: kept fresh
+    assert _passed(_filter(client, make_pod("beside", model="resnet50", batch=64), [EIGHT])) \
+        == ["eight"]  # a job that fits beside the waiter still goes there
+    out = _filter(client, _declared(38000, **{EXPECTED_S: "3600"}), [EIGHT])
+    assert _passed(out) == [] and "held for an older waiting pod" in out["FailedNodes"]["eight"]
+    told = [d for d in store.decisions(20) if d["kind"] == "held"]
+    assert len({d["message"] for d in told}) == 3  # three GPUs held, each told
+
+
 def test_a_multi_gpu_bind_is_all_or_nothing(client, binder, store) -> None:
     store.put_node("eight", EIGHT_LAYOUT)
     pod = make_pod(model="resnet50", batch=96, gpus=3)

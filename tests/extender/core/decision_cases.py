@@ -171,7 +171,8 @@ def decisions(job: PodJob, settings: Settings, layouts: dict[str, NodeGpus | Non
         "verdicts": [[v.fits, reasons.setdefault(v.reason, len(reasons)), v.gpu_index,
                       v.unresolvable] for v in (decision.verdicts[n] for n in layouts)],
         "layouts": sorted(record.layouts), "held": {n: list(i) for n, i in record.held.items()},
-        "waiter": list(decision.waiter) if decision.waiter else None,
+        # As recorded: (uid, since, needs, pod); `gpus` came later and is 1 in every case.
+        "waiter": _recorded_waiter(decision.waiter) if decision.waiter else None,
         "told": [[d.kind, d.uid, d.pod, d.message, d.node, d.once_key] for d in decision.told],
         "holds": [[n, i, h.uid, h.padded_mib, h.fits_in_s, h.limit]
                   for (n, i), h in holds.items()],
@@ -311,3 +312,8 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _recorded_waiter(waiter: Waiter) -> list:
+    assert waiter.gpus == 1, "the recorded cases are single-GPU pods"
+    return list(waiter)[:4]

@@ -52,3 +52,26 @@ def test_a_held_gpu_takes_only_jobs_that_fit_beside_the_waiter() -> None:
     holds = held_gpus(empty, LIMITS, 0.47, "p", 1, after_s=300)
     assert filter_nodes(empty.nodes, small_job, LIMITS, holds)["big"].fits
     assert not filter_nodes(empty.nodes, {"RTX-3090": Need(5000, 1)}, LIMITS, holds)["big"].fits
+
+
+def test_a_waiter_on_several_gpus_holds_them_together_where_the_last_fits_soonest() -> None:
+    """A 2-GPU waiter: `quick` has one GPU free in 50 s but its second only in 900 s;
+    `steady` frees both within 300 s; `lone` frees its only GPU at once but has one."""
+    now = 1000.0
+    quick = node_state("quick", [[queued("a", 20000, 50, started=now)],
+                                 [queued("b", 20000, 900, started=now)]])
+    steady = node_state("steady", [[queued("c", 20000, 200, started=now)],
+                                   [queued("d", 20000, 300, started=now)]])
+    lone = node_state("lone", [[]])
+    waiter = Waiter("w", 100.0, {"RTX-3090": (20000.0, 300.0)}, "ml/w", gpus=2)
+    snap = ClusterSnapshot(now=now, nodes={"quick": quick, "steady": steady, "lone": lone},
+                           waiting=(waiter,))
+    holds = held_gpus(snap, LIMITS, 0.47, "p", max_holds=1, after_s=0)
+    assert sorted(holds) == [("steady", 0), ("steady", 1)]
+    assert {h.fits_in_s for h in holds.values()} == {300.0}  # when the second one frees
+    # One GPU a 2-GPU waiter holds alone keeps nothing: a node with fewer GPUs is never held.
+    assert held_gpus(ClusterSnapshot(now, {"lone": lone}, (waiter,)), LIMITS, 0.47, "p", 1) == {}
+    # The same waiter on one GPU holds the single soonest GPU (lone, free now).
+    single = waiter._replace(gpus=1)
+    assert list(held_gpus(ClusterSnapshot(now, snap.nodes, (single,)), LIMITS, 0.47, "p", 1)) \
+        == [("lone", 0)]

@@ -3,6 +3,7 @@
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import orjson
 import pytest
 import redis
 
@@ -144,6 +145,17 @@ def test_snapshot_is_a_read_and_the_filter_record_one_write(store, redis_client)
     assert store.filter_record("never-filtered") is None
     redis_client.set("st:demand:bad", b"{not json")
     assert store.filter_record("bad") is None
+
+
+def test_a_waiter_on_several_gpus_keeps_its_count(store, redis_client) -> None:
+    demand = PodDemand("q", "ddp", "ml", "resnet50", "train", 64, 1, gpus=4)
+    waiter = Waiter("q", 5.0, {"RTX-3090": (9000.0, 60.0)}, "ml/ddp", gpus=4)
+    store.record_filter(FilterRecord(demand), ttl_s=30, waiter=waiter, now=10.0, wait_ttl_s=100)
+    assert store.waiters(now=20.0) == (waiter,)
+    for bad in (0, 65, "four"):  # a count no pod can have: that entry is skipped
+        redis_client.hset("st:waiting", "x", orjson.dumps(
+            {"uid": "x", "since": 1.0, "expires_at": 999.0, "needs": {}, "gpus": bad}))
+        assert store.waiters(now=20.0) == (waiter,)
 
 
 def test_the_filter_record_stores_each_layout_once(store, redis_client) -> None:
