@@ -16,10 +16,9 @@ import statistics
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-
 from estimator.data import DEFAULT_DATA_DIR
 
+ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "profiles" / "interference.json"
 GPUS = ("k80", "p100", "v100")
 
