@@ -24,7 +24,7 @@ _FITS = attrgetter("fits")
 
 
 class _ByNode(Mapping[str, V], Generic[V]):
-    """`values[i]` is the answer for `names[i]` (names distinct, request order)."""
+    """`array[i]` is the answer for `names[i]` (names distinct, request order)."""
 
     def __init__(self, names: Sequence[str], values: np.ndarray,
                  positions: Mapping[str, int] | None = None) -> None:
