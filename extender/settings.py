@@ -22,10 +22,10 @@ Environment variables (the manifests in k8s/ use exactly these names):
     EXTENDER_REDIS_TIMEOUT_S       Redis socket timeout (default 1.0)
     EXTENDER_ESTIMATOR_DESIGN      trained design to load: ours (default) or paper-rfr
     EXTENDER_SCORING               the scoring policy, a name registered in
-                                   extender/policies/__init__.py (default marginal: the
-                                   job's completion plus the delay it adds to the jobs on
-                                   the GPU; each policy's module docstring says what it
-                                   charges)
+                                   extender/policies/__init__.py (default drain: when
+                                   the GPU would be empty again with the job on it, its
+                                   jobs played forward; each policy's module docstring
+                                   says what it charges)
     EXTENDER_HOLD_FOR              waiting pods (fit nowhere, oldest first) that each get
                                    the GPU where they fit soonest held for them: others go
                                    there only if both fit (default 1, the queue head as in
