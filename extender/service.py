@@ -175,7 +175,6 @@ class Scheduler:
                             self.clock(), self.settings.decision_repeat_s)
         return annotations
 
-
     def _assess(self, pod: PodInfo, nodes: NodeLayoutsByName, sync: bool = True) -> Assessment:
         """Annotations parsed, one snapshot read (`RedisStore.snapshot`'s `sync`), the
         estimator asked once."""
