@@ -38,7 +38,7 @@ from sklearn.model_selection import KFold
 
 from estimator.padding import (
     fit_censored, held_out_predictions, lower_bounds, pad_fraction, padded_unseen_family,
-    workspace_range,
+    unseen_family_pads, workspace_range,
 )  # fmt: skip
 from estimator.regressors import Design
 from estimator.zoo import REGISTRY
@@ -139,14 +139,11 @@ def _unseen_family_pads(design: Design, frame: pd.DataFrame) -> tuple[float, flo
         return float(design.pad), None
     fit = frame[~frame["over_capacity"]].reset_index(drop=True)
     X, y, censored = matrix(fit, design), fit["y"].to_numpy(float), _censored(fit)
-    bounds = lower_bounds(y, censored)
     by_model, by_family = (held_out_predictions(design.make, X, y, groups, censored)
                            for groups in (fit["model"].to_numpy(), families(fit)))
-    pad = max(pad_fraction(bounds, by_model), pad_fraction(bounds, by_family))
-    if not design.workspace_margin:
-        return pad, None
-    left = bounds - workspace_range(fit["sim_workspace_mb"], fit["sim_workspace_max_mb"])
-    return pad, max(pad_fraction(left, by_model), pad_fraction(left, by_family))
+    workspace = workspace_range(fit["sim_workspace_mb"], fit["sim_workspace_max_mb"]) \
+        if design.workspace_margin else None
+    return unseen_family_pads(lower_bounds(y, censored), by_model, by_family, workspace)
 
 
 def _run_fold(design: Design, frame: pd.DataFrame, protocol: str, fit_idx: np.ndarray,

@@ -82,6 +82,18 @@ def padded_unseen_family(predicted_mib: Any, workspace_mib: Any, pad: float,
                       predicted * (1.0 + pad_workspace) + np.asarray(workspace_mib, float))
 
 
+def unseen_family_pads(bounds: np.ndarray, by_model: np.ndarray, by_family: np.ndarray,
+                       workspace_mib: np.ndarray | None = None) -> tuple[float, float | None]:
+    """``pad_unseen_family`` and ``pad_unseen_family_workspace`` (None without
+    `workspace_mib`) from the same rows predicted leave one model out and leave one family
+    out; `bounds`: what each padded prediction must reach (`lower_bounds`)."""
+    pad = max(pad_fraction(bounds, by_model), pad_fraction(bounds, by_family))
+    if workspace_mib is None:
+        return pad, None
+    left = bounds - workspace_mib
+    return pad, max(pad_fraction(left, by_model), pad_fraction(left, by_family))
+
+
 def runtime_pad(pads: dict[str, Any], gpu_seen: bool, family_seen: bool) -> tuple[float, str]:
     """The pad one job gets from an artefact's pads, and why (for the pod's reason).
 

@@ -11,7 +11,8 @@ from estimator import artefacts
 from estimator.data import RECONSTRUCTED, TARGETS
 from estimator.evaluation import evaluate, families, matrix
 from estimator.padding import (
-    fit_censored, held_out_predictions, lower_bounds, pad_fraction, workspace_range,
+    fit_censored, held_out_predictions, lower_bounds, pad_fraction, unseen_family_pads,
+    workspace_range,
 )  # fmt: skip
 from estimator.regressors import DESIGNS
 
@@ -62,14 +63,12 @@ def fit(target: str, design_name: str, frame: pd.DataFrame,
         pad_seen = pad_fraction(bounds, by_model)
         pad_unseen = max(pad_seen, pad_fraction(bounds, held_out(usable["gpu"].to_numpy())))
         if len(seen_families) >= 2:
-            by_family = held_out(row_families)
-            pad_family, basis = max(pad_seen, pad_fraction(bounds, by_family)), \
-                "leave one family out"
-            if design.workspace_margin:
-                left = bounds - workspace_range(usable["sim_workspace_mb"],
-                                                usable["sim_workspace_max_mb"])
-                pad_workspace = max(pad_fraction(left, by_model),
-                                    pad_fraction(left, by_family))
+            workspace = workspace_range(usable["sim_workspace_mb"],
+                                        usable["sim_workspace_max_mb"]) \
+                if design.workspace_margin else None
+            pad_family, pad_workspace = unseen_family_pads(bounds, by_model,
+                                                           held_out(row_families), workspace)
+            basis = "leave one family out"
         else:
             pad_family, basis = max(pad_seen, pad_unseen), "one family only: not calibrated"
     else:
