@@ -34,18 +34,30 @@ _STEP[list(b"]}")] = -1
 
 def json_depth(raw: bytes) -> int:
     """How deep arrays and objects nest in the JSON text `raw` (0: a scalar), brackets inside
-    strings not counted. Linear and in C (bytes methods, numpy): about 2 ms per MB.
+    strings not counted. Linear and in C (bytes methods, numpy): about 1 ms per MB.
 
     Invalid JSON gives some number; the parser refuses it afterwards."""
+    return _depth(_structure(raw))
+
+
+def _structure(raw: bytes) -> bytes:
+    """The quotes and brackets of `raw` that decide its nesting: escaped quotes dropped, and
+    every two adjacent quotes (an empty string's, or one string's close and the next's
+    open), which leaves each bracket behind an unchanged count of quotes, so whether it
+    is inside a string (an odd count) stays as it was. What is left is mostly brackets."""
     if raw.find(b"\\") >= 0:  # escapes (one byte searched: memchr, not a substring scan):
         if b"\\\\" in raw:  # drop escaped backslashes, then the escaped quotes
             raw = raw.replace(b"\\\\", b"")
         raw = raw.replace(b'\\"', b"")
-    structure = np.frombuffer(raw.translate(None, _OTHER_BYTES), np.uint8)
-    if not structure.size:
+    return raw.translate(None, _OTHER_BYTES).replace(b'""', b"")
+
+
+def _depth(structure: bytes) -> int:
+    if not structure:
         return 0
-    steps = _STEP[structure]
-    steps[(np.cumsum(structure == _QUOTE, dtype=np.int32) & 1).astype(bool)] = 0  # in strings
+    codes = np.frombuffer(structure, np.uint8)
+    steps = _STEP[codes]
+    steps[(np.cumsum(codes == _QUOTE, dtype=np.int32) & 1).astype(bool)] = 0  # in strings
     return int(np.cumsum(steps, dtype=np.int32).max())  # a body is far below 2**31 bytes
 
 
@@ -64,9 +76,10 @@ def parse_body(raw: bytes) -> Any:
     `MAX_JSON_DEPTH` or invalid JSON."""
     if not raw:
         raise BadRequest("empty body: expected a JSON object")
-    # Nesting needs an opening bracket per level: with few brackets in all, no scan.
-    if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH and (
-            depth := json_depth(raw)) > MAX_JSON_DEPTH:
+    # Nesting needs an opening bracket per level: with few brackets left, no count.
+    structure = _structure(raw)
+    if (len(structure) > MAX_JSON_DEPTH and structure.count(b"[") + structure.count(b"{")
+            > MAX_JSON_DEPTH and (depth := _depth(structure)) > MAX_JSON_DEPTH):
         raise BadRequest(f"body nests {depth} levels deep: at most {MAX_JSON_DEPTH} accepted")
     try:
         return orjson.loads(raw)
