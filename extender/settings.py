@@ -31,8 +31,10 @@ Environment variables (the manifests in k8s/ use exactly these names):
                                    there only if both fit (default 1, the queue head as in
                                    EASY backfilling; 0 disables holds)
     EXTENDER_HOLD_AFTER_S          a pod holds a GPU only once it has waited this long
-                                   (default 300: one kube-scheduler retry period; like
-                                   Slurm's bf_min_age_reserve)
+                                   (default 900: three kube-scheduler retry periods, so
+                                   the guard stops starvation without becoming the queue
+                                   discipline of a busy cluster; like Slurm's
+                                   bf_min_age_reserve)
     EXTENDER_WAIT_TTL_S            a waiting pod not filtered again for this long stops
                                    holding (default 600; kube-scheduler retries refused
                                    pods at least every 5 minutes)
@@ -108,7 +110,7 @@ class Settings:
     estimator_design: str = "ours"
     scoring: str = DEFAULT_POLICY
     hold_for: int = 1
-    hold_after_s: float = 300.0
+    hold_after_s: float = 900.0
     wait_ttl_s: float = 600.0
     decision_repeat_s: int = 600
     prioritize_reuse_s: float = 1.0
@@ -165,7 +167,7 @@ class Settings:
                                      ("ours", "paper-rfr")),
             scoring=_choice(env, "EXTENDER_SCORING", DEFAULT_POLICY, tuple(POLICIES)),
             hold_for=_number(env, "EXTENDER_HOLD_FOR", 1, int, 0, 64),
-            hold_after_s=_number(env, "EXTENDER_HOLD_AFTER_S", 300.0, float, 0, 7 * 86400),
+            hold_after_s=_number(env, "EXTENDER_HOLD_AFTER_S", 900.0, float, 0, 7 * 86400),
             wait_ttl_s=_number(env, "EXTENDER_WAIT_TTL_S", 600.0, float, 10, 86400),
             decision_repeat_s=_number(env, "EXTENDER_DECISION_REPEAT_S", 600, int, 1, 86400),
             prioritize_reuse_s=_number(env, "EXTENDER_PRIORITIZE_REUSE_S", 1.0, float, 0, 60),

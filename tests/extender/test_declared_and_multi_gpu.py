@@ -4,6 +4,7 @@ verbs with a real Redis; released by the monitor as the API server reports the p
 from __future__ import annotations
 
 import copy
+import dataclasses
 from datetime import UTC, datetime
 
 import pytest
@@ -13,6 +14,7 @@ from extender.model import (
     EXPECTED_S, GPU, GPU_MEMORY, RESERVED_MIB, SIZING, JobRecord, NodeGpus,
 )  # fmt: skip
 from extender.settings import Settings
+from extender.web.app import create_app
 from tests.builders import bind_args, filter_args, make_node, make_pod
 
 OURS = "schedtune-scheduler"
@@ -161,11 +163,14 @@ def test_filter_passes_a_node_only_with_k_gpus_that_have_room(client, store) -> 
     assert "3" in out["FailedNodes"]["eight"] and "2" in out["FailedNodes"]["eight"]
 
 
-def test_a_waiting_multi_gpu_pod_holds_as_many_gpus_as_it_needs(client, store, clock,
-                                                               settings) -> None:
+def test_a_waiting_multi_gpu_pod_holds_as_many_gpus_as_it_needs(store, clock, settings,
+                                                               binder, estimator) -> None:
     """Six of eight GPUs full for another minute: a 3-GPU pod waits; once it has waited
-    long enough, the two free GPUs are held for it with the one that frees first, so a
-    long single-GPU pod that does not fit beside it cannot take them."""
+    long enough (30 s here, within that minute), the two free GPUs are held for it with
+    the one that frees first, so a long single-GPU pod that does not fit beside it cannot
+    take them."""
+    settings = dataclasses.replace(settings, hold_after_s=30.0)
+    client = create_app(settings, binder=binder, clock=clock, estimator=estimator).test_client()
     store.put_node("eight", EIGHT_LAYOUT)
     _fill(store, range(6))
     big = make_pod("big", model="resnet50", batch=96, gpus=3)
