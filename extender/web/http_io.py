@@ -76,10 +76,10 @@ def parse_body(raw: bytes) -> Any:
     `MAX_JSON_DEPTH` or invalid JSON."""
     if not raw:
         raise BadRequest("empty body: expected a JSON object")
-    # Nesting needs an opening bracket per level: with few brackets left, no count.
+    # Nesting needs an opening bracket per level: with few brackets, no depth scan.
     structure = _structure(raw)
-    if (len(structure) > MAX_JSON_DEPTH and structure.count(b"[") + structure.count(b"{")
-            > MAX_JSON_DEPTH and (depth := _depth(structure)) > MAX_JSON_DEPTH):
+    if structure.count(b"[") + structure.count(b"{") > MAX_JSON_DEPTH and (
+            depth := _depth(structure)) > MAX_JSON_DEPTH:
         raise BadRequest(f"body nests {depth} levels deep: at most {MAX_JSON_DEPTH} accepted")
     try:
         return orjson.loads(raw)

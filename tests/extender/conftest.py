@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 import pytest
 
@@ -60,3 +61,13 @@ def app(settings, binder, clock, estimator, redis_client):
 @pytest.fixture
 def client(app):
     return app.test_client()
+
+
+@pytest.fixture
+def client_with(settings, binder, clock, estimator, redis_client) -> Callable[..., object]:
+    """A client of an app whose settings differ from `settings` in the fields given."""
+    def make(**changes):  # noqa: ANN003, ANN202
+        return create_app(replace(settings, **changes), binder=binder, clock=clock,
+                          estimator=estimator).test_client()
+
+    return make

@@ -4,7 +4,6 @@ verbs with a real Redis; released by the monitor as the API server reports the p
 from __future__ import annotations
 
 import copy
-import dataclasses
 from datetime import UTC, datetime
 
 import pytest
@@ -14,7 +13,6 @@ from extender.model import (
     EXPECTED_S, GPU, GPU_MEMORY, RESERVED_MIB, SIZING, JobRecord, NodeGpus,
 )  # fmt: skip
 from extender.settings import Settings
-from extender.web.app import create_app
 from tests.builders import bind_args, filter_args, make_node, make_pod
 
 OURS = "schedtune-scheduler"
@@ -163,21 +161,20 @@ def test_filter_passes_a_node_only_with_k_gpus_that_have_room(client, store) -> 
     assert "3" in out["FailedNodes"]["eight"] and "2" in out["FailedNodes"]["eight"]
 
 
-def test_a_waiting_multi_gpu_pod_holds_as_many_gpus_as_it_needs(store, clock, settings,
-                                                               binder, estimator) -> None:
+def test_a_waiting_multi_gpu_pod_holds_as_many_gpus_as_it_needs(client_with, store,
+                                                               clock) -> None:
     """Six of eight GPUs full for another minute: a 3-GPU pod waits; once it has waited
     long enough (30 s here, within that minute), the two free GPUs are held for it with
     the one that frees first, so a long single-GPU pod that does not fit beside it cannot
     take them."""
-    settings = dataclasses.replace(settings, hold_after_s=30.0)
-    client = create_app(settings, binder=binder, clock=clock, estimator=estimator).test_client()
+    client = client_with(hold_after_s=30.0)
     store.put_node("eight", EIGHT_LAYOUT)
     _fill(store, range(6))
     big = make_pod("big", model="resnet50", batch=96, gpus=3)
     assert _passed(_filter(client, big, [EIGHT])) == []
     [waiter] = store.waiters(clock())
     assert waiter.gpus == 3
-    clock.now += settings.hold_after_s + 1
+    clock.now += 31
     _filter(client, big, [EIGHT])  # still waiting: kept fresh
     assert _passed(_filter(client, make_pod("beside", model="resnet50", batch=64), [EIGHT])) \
         == ["eight"]  # a job that fits beside the waiter still goes there

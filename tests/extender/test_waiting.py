@@ -88,13 +88,8 @@ def test_waiters_go_when_deleted_or_no_longer_filtered(client, store, clock, set
     assert _passing(_filter(client, inference)) == {"big", "small"}
 
 
-def test_holds_can_be_switched_off(redis_url, clock, estimator, giant) -> None:
-    from extender.web.app import create_app
-    from extender.settings import Settings
-
-    app = create_app(Settings(redis_url=redis_url, bind_mode="record", node_watch=False,
-                              log_level="WARNING", hold_for=0), clock=clock, estimator=estimator)
-    client = app.test_client()
+def test_holds_can_be_switched_off(client_with, clock, giant) -> None:
+    client = client_with(hold_for=0)
     for i in range(2):
         _place(client, make_pod(f"fill-{i}", model="vgg16", task="train", batch=32, epochs=1),
                "big")

@@ -9,7 +9,6 @@ permission would).
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import re
 import threading
@@ -25,7 +24,6 @@ from extender.cluster.events import EventPoster
 from extender.cluster.monitor import Monitor
 from extender.model import Decision, NodeGpus
 from extender.settings import Settings
-from extender.web.app import create_app
 from tests.builders import bind_args, filter_args, make_node, make_pod
 
 BIG = make_node("big", "NVIDIA-GeForce-RTX-3090", memory_mib=24576, replicas=4)
@@ -93,10 +91,9 @@ def _count(reason: str, outcome: str) -> float:
                                      {"reason": reason, "outcome": outcome}) or 0.0
 
 
-def test_describe_says_where_why_and_for_how_long(settings, binder, store, clock, estimator,
+def test_describe_says_where_why_and_for_how_long(client_with, binder, store, clock, estimator,
                                                   api) -> None:
-    settings = dataclasses.replace(settings, hold_after_s=300.0)  # holds after one retry
-    client = create_app(settings, binder=binder, clock=clock, estimator=estimator).test_client()
+    client = client_with(hold_after_s=300.0)  # holds after one retry
     store.put_node("big", BIG_LAYOUT)
     poster = _poster(store, api)
     poster.run_once()  # nothing logged yet: starts from now
