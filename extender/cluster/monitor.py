@@ -19,7 +19,9 @@ annotated with ``schedtune.io/model``:
   OOM, outcome) for retraining;
 * OOMKilled containers: counted once each (`st:ooms`, ``schedtune_oom_kills_total``),
   and the killed job's type (model, task, batch, GPU type) never gets the same
-  reservation again: its floor in Redis rises above what was reserved (`core.oom`);
+  reservation again: its floor in Redis rises above what was reserved (`core.oom`),
+  and the jobs still running beside it grow their reservations until its GPU shows no
+  more room than the killed job held (one of them may have overrun: nobody can tell);
 
 Its second thread (`extender.cluster.events`) posts the decisions the extender logs
 (reserved, waiting, a GPU held) and the releases logged here as Events on the pods.
@@ -185,15 +187,34 @@ class Monitor:
         """Raise the OOM floor of the killed job's type (every replica reserves at least
         that from its next request); returns what to add to the pod's Warning."""
         job = self.store.job(facts.uid)
-        if job is None or not job.model or not job.gpu_type or job.batch <= 0:
-            return ": report it"  # not a reservation of ours (or one adopted without a type)
+        if job is None:
+            return ": report it"  # not a reservation of ours
+        beside = self._grow_beside(job)
+        if not job.model or not job.gpu_type or job.batch <= 0:
+            return ": report it" + beside  # declared memory, or adopted without a type
         floor = self.store.raise_floor(job_type(job.model, job.task, job.batch, job.gpu_type),
                                        oom.next_floor(job.reserved_mib))
         log.warning("OOM floor raised", extra={"model": job.model, "task": job.task,
                                                "batch": job.batch, "gpu_type": job.gpu_type,
                                                "floor_mib": floor})
         return (f" ({job.reserved_mib:.0f} MiB); {job.model} {job.task} batch {job.batch} "
-                f"on {job.gpu_type} now reserves at least {floor:.0f} MiB")
+                f"on {job.gpu_type} now reserves at least {floor:.0f} MiB{beside}")
+
+    def _grow_beside(self, job: JobRecord) -> str:
+        """Grow the reservations of the jobs running beside a killed one, so that its GPU
+        shows no more room than the killed job held (`RedisStore.grow_beside`): a floor
+        protects its job type's next pod, this every pod, while the jobs that may have
+        overrun still run. Returns what to add to the pod's Warning."""
+        layout = self.store.node_layouts().get(job.node)
+        if layout is None or layout.memory_mib <= 0:
+            return ""
+        grown = self.store.grow_beside(job, layout.memory_mib, self.clock())
+        if not grown:
+            return ""
+        log.warning("reservations grown beside an OOM kill",
+                    extra={"node": job.node, "gpus": list(job.gpus), "grown_mib": grown})
+        return (f"; the {len(grown)} job(s) beside it on {job.node} now reserve "
+                f"{sum(grown.values()):.0f} MiB more")
 
 
     def _requeue_waiters(self, released: JobRecord) -> None:

@@ -273,3 +273,43 @@ if wanted > current then
 end
 return tostring(current)
 """
+
+GROW_BESIDE = LIVE + """
+-- After an OOM kill of the job KEYS[1]: on each of its GPUs (KEYS[2..], capacity MiB in
+-- ARGV[2..]), the bound or running jobs beside it grow their reservations, in proportion
+-- to them, until they hold the capacity less the killed job's reservation: the kill shows
+-- they use more than they reserved unless the killed job itself overran, which no one can
+-- tell apart. ARGV[1]: now. Returns uid, MiB added, ... for each job grown.
+local now = tonumber(ARGV[1])
+local victim = string.sub(KEYS[1], 8)
+local added = {}
+for c = 2, #KEYS do
+  local cap = tonumber(ARGV[c])
+  local own = held_mib(victim, now, cap)
+  local beside, held = {}, 0
+  for _, other in ipairs(redis.call('ZRANGE', KEYS[c], 0, -1)) do
+    local state = redis.call('HGET', 'st:job:' .. other, 'state')
+    local mib = other ~= victim and (state == 'bound' or state == 'running')
+                and held_mib(other, now, cap)
+    if mib then
+      beside[other] = mib
+      held = held + mib
+    end
+  end
+  local short = own and (cap - own - held) or 0
+  if short > 0 and held > 0 then
+    for other, mib in pairs(beside) do
+      local more = short * mib / held
+      redis.call('HSET', 'st:job:' .. other, 'reserved_mib', tostring(math.min(mib + more, cap)))
+      for _, q in ipairs(queues_of('st:job:' .. other)) do touch(q) end
+      added[other] = (added[other] or 0) + more
+    end
+  end
+end
+local out = {}
+for other, more in pairs(added) do
+  out[#out + 1] = other
+  out[#out + 1] = tostring(more)
+end
+return out
+"""

@@ -133,6 +133,7 @@ class RedisStore:
         self._wait = client.register_script(lua.WAIT)
         self._tell = client.register_script(lua.TELL)
         self._raise_floor = client.register_script(lua.RAISE_FLOOR)
+        self._grow_beside = client.register_script(lua.GROW_BESIDE)
         self._layout_cache: tuple[str | None, dict[str, NodeGpus]] = (None, {})
         self._mirror = QueueMirror()
         self._mirror_lock = threading.Lock()
@@ -200,6 +201,15 @@ class RedisStore:
         """Let the job type reserve at least `mib` from now on (a floor only rises);
         returns the floor in force."""
         return float(self._call(self._raise_floor, keys=[FLOORS_KEY], args=[job_type, mib]))
+
+    def grow_beside(self, killed: JobRecord, capacity_mib: float, now: float) -> dict[str, float]:
+        """After an OOM kill of `killed` (still reserved): on each of its GPUs, grow the bound
+        and running jobs beside it so that they hold `capacity_mib` less its reservation
+        (lua.GROW_BESIDE). Returns MiB added per grown job's UID."""
+        queues = [gpu_key(killed.node, index) for index in killed.gpus]
+        pairs = self._call(self._grow_beside, keys=[job_key(killed.uid), *queues],
+                           args=[now, *([capacity_mib] * len(queues))])
+        return {str(uid): float(mib) for uid, mib in zip(pairs[::2], pairs[1::2], strict=True)}
 
     def publish_model(self, name: str, entry: bytes) -> None:
         """Register (or replace) a model for every replica: one transaction."""

@@ -10,7 +10,7 @@ import pytest
 
 from extender.cluster.monitor import Monitor
 from extender.core.oom import next_floor
-from extender.model import RESERVED_MIB, NodeGpus, job_type
+from extender.model import RESERVED_MIB, JobRecord, NodeGpus, job_type
 from extender.settings import Settings
 from extender.web.app import create_app
 from tests.builders import bind_args, filter_args, make_node, make_pod
@@ -80,6 +80,48 @@ def test_the_retry_of_a_killed_job_reserves_more_in_every_replica(
     monitor.on_event("MODIFIED", _oom_killed(retry))
     monitor.on_event("MODIFIED", _oom_killed(retry))
     assert store.floors() == {VGG32: next_floor(floor)}
+
+
+def _beside(store, clock, uid: str, gpu: int, mib: float, running: bool = True) -> None:
+    """A job placed on `big`'s GPU `gpu` directly in the store: running, or only reserved
+    by a filter whose bind has not come (it holds no GPU memory yet)."""
+    record = JobRecord(uid=uid, pod=uid, namespace="default", model="resnet50", task="train",
+                       node="big", gpu_index=gpu, reserved_mib=mib, predicted_s=600.0,
+                       state="reserved", reserved_at=clock())
+    store.reserve(record, [(gpu, 24576, 4)], now=clock(), ttl_s=0 if running else 300)
+    if running:
+        store.mark_running(uid, clock())
+
+
+def test_the_jobs_beside_a_killed_one_grow_until_its_gpu_shows_no_more_room_than_it_held(
+        client, binder, store, monitor, clock) -> None:
+    warned = []
+    monitor.warn = lambda facts, reason, message: warned.append(message)
+    victim_pod, _ = _reserve(client, binder, "train-0")
+    victim = store.job(victim_pod["metadata"]["uid"])
+    victim_mib = victim.reserved_mib
+    gpu, other_gpu = victim.gpu_index, (victim.gpu_index + 1) % 4
+    _beside(store, clock, "a", gpu, 3000.0)
+    _beside(store, clock, "b", gpu, 1000.0)
+    _beside(store, clock, "starting", gpu, 500.0, running=False)
+    _beside(store, clock, "elsewhere", other_gpu, 2000.0)
+    short = 24576 - victim_mib - 4000.0  # what the running pair is taken to overrun by
+    assert short > 500.0
+
+    monitor.on_event("MODIFIED", _oom_killed(victim_pod))
+    assert store.job("a").reserved_mib == pytest.approx(3000.0 + short * 3 / 4)
+    assert store.job("b").reserved_mib == pytest.approx(1000.0 + short / 4)
+    assert store.job("starting").reserved_mib == 500.0  # not on the GPU yet: not a suspect
+    assert store.job("elsewhere").reserved_mib == 2000.0
+    assert "the 2 job(s) beside it on big now reserve" in warned[0]
+
+    # Released, the killed job leaves its GPU no more room than it held; the retry (at its
+    # floor) goes to another GPU while the jobs that may have overrun still run.
+    store.release(victim.uid)
+    gpus = store.snapshot({"big": BIG_LAYOUT}, clock()).nodes["big"].gpu_states
+    assert gpus[gpu].free_mib == pytest.approx(victim_mib - 500.0)
+    retry, _ = _reserve(client, binder, "train-0-retry")
+    assert store.job(retry["metadata"]["uid"]).gpu_index != gpu
 
 
 def test_queues_shows_the_corrections_oom_kills_made(store, monkeypatch, redis_url,

@@ -282,3 +282,25 @@ def test_a_decision_told_is_logged_and_a_store_gone_never_fails_the_teller(store
     gone = RedisStore.from_url("redis://127.0.0.1:1/0", timeout_s=0.2)  # nothing listens
     gone.tell(told, now=100.0)
     assert "could not log a decision" in caplog.text
+
+
+def test_growing_beside_a_kill_covers_every_gpu_of_the_killed_pod_and_only_live_suspects(
+        store: RedisStore) -> None:
+    both = [(0, 24576.0, 4), (1, 24576.0, 4)]
+    killed = store.reserve(_job("killed", 8000), both, now=100, ttl_s=0, gpus=2)
+    store.reserve(_job("wide", 4000), both, now=100, ttl_s=0, gpus=2)  # on both GPUs
+    store.reserve(_job("one", 2000), [(1, 24576.0, 4)], now=100, ttl_s=0)
+    store.reserve(_job("lapsed", 2000), [(0, 24576.0, 4)], now=100, ttl_s=10)
+    for uid in ("wide", "one"):
+        store.mark_running(uid, 100)
+    record = store.job("killed")
+    assert record.gpus == (killed.gpu_index, *killed.gpu_indices[1:]) == (0, 1)
+
+    grown = store.grow_beside(record, 24576.0, now=200)  # "lapsed" expired at 110
+    # GPU 0: "wide" alone grows to 24576 - 8000; GPU 1 then holds "wide" at that already.
+    assert grown == pytest.approx({"wide": 12576.0})
+    assert store.job("wide").reserved_mib == pytest.approx(16576.0)
+    assert store.job("one").reserved_mib == 2000
+    assert store.grow_beside(record, 24576.0, now=200) == {}  # nothing short any more
+    store.release("killed")
+    assert store.grow_beside(record, 24576.0, now=200) == {}  # gone: nothing to go by
