@@ -167,11 +167,17 @@ class JobRecord:
     batch: int = 0
     units: int = 0
     gpu_indices: tuple[int, ...] = ()  # every GPU of a multi-GPU pod (gpu_index first)
+    grown_mib: float = 0.0  # part of reserved_mib added beside an OOM kill (grow_beside)
 
     @property
     def gpus(self) -> tuple[int, ...]:
         """The GPUs the reservation holds `reserved_mib` on, each."""
         return self.gpu_indices or (self.gpu_index,)
+
+    @property
+    def own_mib(self) -> float:
+        """What the job's own sizing reserved, before any growth beside a kill."""
+        return self.reserved_mib - self.grown_mib
 
 
 @dataclass(frozen=True)

@@ -181,6 +181,6 @@ class ExtenderPolicy:
             kind = job_type(job.model, job.task, job.batch, self.gpu_types[placement.node])
             self.reserves.append({
                 "job_type": kind, "job": job.id, "attempt": job.attempt,
-                "reserved_mib": round(record.reserved_mib, 1) if record else None,
+                "reserved_mib": round(record.own_mib, 1) if record else None,
                 "true_mib": round(placement.true_mib, 1),
                 "floor_after_mib": self.store.floors().get(kind)})

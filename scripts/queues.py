@@ -42,7 +42,9 @@ def render(report: list[dict]) -> str:
             for job in gpu["queue"]:
                 lines.append(f"    {job['pod']:<32} {job['model']:<14} {job['state']:<8} "
                              f"{job['reserved_mib']:>8.0f} MiB  predicted {job['predicted_s']:>8.0f} s"
-                             f"  remaining {job['remaining_s']:>8.0f} s")
+                             f"  remaining {job['remaining_s']:>8.0f} s"
+                             + (f"  (+{job['grown_mib']:.0f} MiB beside an OOM kill)"
+                                if job["grown_mib"] else ""))
     return "\n".join(lines) if lines else "no nodes and no reservations in the store"
 
 

@@ -179,7 +179,7 @@ class Monitor:
             "uid": facts.uid, "model": released.model, "task": released.task,
             "batch": released.batch, "units": released.units, "gpu_type": released.gpu_type,
             "node": released.node, "seconds": round(seconds, 3),
-            "predicted_s": released.predicted_s, "reserved_mib": released.reserved_mib,
+            "predicted_s": released.predicted_s, "reserved_mib": released.own_mib,
             "oom": int(bool(facts.oom_events)), "outcome": outcome,
         })  # fmt: skip
 
@@ -193,11 +193,11 @@ class Monitor:
         if not job.model or not job.gpu_type or job.batch <= 0:
             return ": report it" + beside  # declared memory, or adopted without a type
         floor = self.store.raise_floor(job_type(job.model, job.task, job.batch, job.gpu_type),
-                                       oom.next_floor(job.reserved_mib))
+                                       oom.next_floor(job.own_mib))
         log.warning("OOM floor raised", extra={"model": job.model, "task": job.task,
                                                "batch": job.batch, "gpu_type": job.gpu_type,
                                                "floor_mib": floor})
-        return (f" ({job.reserved_mib:.0f} MiB); {job.model} {job.task} batch {job.batch} "
+        return (f" ({job.own_mib:.0f} MiB); {job.model} {job.task} batch {job.batch} "
                 f"on {job.gpu_type} now reserves at least {floor:.0f} MiB{beside}")
 
     def _grow_beside(self, job: JobRecord) -> str:

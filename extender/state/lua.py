@@ -300,7 +300,9 @@ for c = 2, #KEYS do
   if short > 0 and held > 0 then
     for other, mib in pairs(beside) do
       local more = short * mib / held
-      redis.call('HSET', 'st:job:' .. other, 'reserved_mib', tostring(math.min(mib + more, cap)))
+      more = math.min(mib + more, cap) - mib
+      redis.call('HSET', 'st:job:' .. other, 'reserved_mib', tostring(mib + more))
+      redis.call('HINCRBYFLOAT', 'st:job:' .. other, 'grown_mib', tostring(more))
       for _, q in ipairs(queues_of('st:job:' .. other)) do touch(q) end
       added[other] = (added[other] or 0) + more
     end

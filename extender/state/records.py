@@ -78,7 +78,7 @@ def job_from_mapping(data: Mapping[str, str]) -> JobRecord:
         reserved_at=number("reserved_at"), started_at=number("started_at"),
         expires_at=number("expires_at"), gpu_type=data.get("gpu_type", ""),
         batch=whole("batch", 0), units=whole("units", 0),
-        gpu_indices=gpu_list(data.get("gpus", "")),
+        gpu_indices=gpu_list(data.get("gpus", "")), grown_mib=number("grown_mib"),
     )  # fmt: skip
 
 

@@ -17,7 +17,8 @@ Key layout (human readable; every key is built by the helpers below):
                                     several GPUs queues and gpus (comma-separated, the
                                     first is queue and gpu_index), source (who reserved:
                                     kube = a kube-scheduler bind, volcano = Volcano's
-                                    allocate; absent on adopted placements)
+                                    allocate; absent on adopted placements), grown_mib
+                                    (the part of reserved_mib added beside an OOM kill)
     st:jobs                 zset    every reserved pod UID, scored by reservation time
     st:demand:{uid}         string  JSON: what filter kept for bind (`FilterRecord`: the
                                     decoded demand; the layouts the request carried for
@@ -273,7 +274,7 @@ class RedisStore:
         keys = [job_key(record.uid), JOBS_KEY, *(gpu_key(record.node, i) for i, _, _ in cands)]
         fields = {k: v for k, v in asdict(record).items()
                   if k not in ("gpu_index", "reserved_mib", "reserved_at", "expires_at",
-                               "gpu_indices")}
+                               "gpu_indices", "grown_mib")}
         fields["source"] = source
         args: list[Any] = [now, ttl_s, record.reserved_mib, orjson.dumps(fields), gpus]
         for index, capacity, limit in cands:
@@ -337,7 +338,7 @@ class RedisStore:
         """
         keys = [job_key(record.uid), JOBS_KEY, *(gpu_key(record.node, i) for i in record.gpus)]
         fields = {k: v for k, v in asdict(record).items()
-                  if k not in ("expires_at", "gpu_indices")}
+                  if k not in ("expires_at", "gpu_indices", "grown_mib")}
         if record.gpu_indices:
             fields["gpus"] = ",".join(map(str, record.gpu_indices))
         status, detail = self._call(self._adopt, keys=keys,

@@ -87,14 +87,16 @@ def _beside(store, clock, uid: str, gpu: int, mib: float, running: bool = True) 
     by a filter whose bind has not come (it holds no GPU memory yet)."""
     record = JobRecord(uid=uid, pod=uid, namespace="default", model="resnet50", task="train",
                        node="big", gpu_index=gpu, reserved_mib=mib, predicted_s=600.0,
-                       state="reserved", reserved_at=clock())
+                       state="reserved", reserved_at=clock(), gpu_type="RTX-3090", batch=32)
     store.reserve(record, [(gpu, 24576, 4)], now=clock(), ttl_s=0 if running else 300)
     if running:
         store.mark_running(uid, clock())
 
 
 def test_the_jobs_beside_a_killed_one_grow_until_its_gpu_shows_no_more_room_than_it_held(
-        client, binder, store, monitor, clock) -> None:
+        client, binder, store, monitor, clock, monkeypatch, redis_url, capsys) -> None:
+    from scripts import queues
+
     warned = []
     monitor.warn = lambda facts, reason, message: warned.append(message)
     victim_pod, _ = _reserve(client, binder, "train-0")
@@ -109,7 +111,9 @@ def test_the_jobs_beside_a_killed_one_grow_until_its_gpu_shows_no_more_room_than
     assert short > 500.0
 
     monitor.on_event("MODIFIED", _oom_killed(victim_pod))
-    assert store.job("a").reserved_mib == pytest.approx(3000.0 + short * 3 / 4)
+    grown_a = store.job("a")
+    assert grown_a.reserved_mib == pytest.approx(3000.0 + short * 3 / 4)
+    assert (grown_a.own_mib, grown_a.grown_mib) == pytest.approx((3000.0, short * 3 / 4))
     assert store.job("b").reserved_mib == pytest.approx(1000.0 + short / 4)
     assert store.job("starting").reserved_mib == 500.0  # not on the GPU yet: not a suspect
     assert store.job("elsewhere").reserved_mib == 2000.0
@@ -122,6 +126,21 @@ def test_the_jobs_beside_a_killed_one_grow_until_its_gpu_shows_no_more_room_than
     assert gpus[gpu].free_mib == pytest.approx(victim_mib - 500.0)
     retry, _ = _reserve(client, binder, "train-0-retry")
     assert store.job(retry["metadata"]["uid"]).gpu_index != gpu
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    assert queues.main([]) == 0
+    assert f"(+{short * 3 / 4:.0f} MiB beside an OOM kill)" in capsys.readouterr().out
+
+    # A grown job killed in turn: its floor and its censored observation go by what its
+    # own sizing reserved, not by what it was grown to for its neighbours.
+    pod_a = make_pod("a", uid="a", model="resnet50", batch=32)
+    pod_a["spec"].update(nodeName="big", schedulerName=OURS)
+    killed_a = _oom_killed(pod_a)
+    monitor.on_event("MODIFIED", killed_a)
+    assert store.floors()[job_type("resnet50", "train", 32, "RTX-3090")] == next_floor(3000.0)
+    killed_a["status"]["phase"] = "Failed"
+    monitor.on_event("MODIFIED", killed_a)
+    [seen] = [o for o in store.observations() if o["uid"] == "a"]
+    assert float(seen["reserved_mib"]) == pytest.approx(3000.0)
 
 
 def test_queues_shows_the_corrections_oom_kills_made(store, monkeypatch, redis_url,
