@@ -45,7 +45,8 @@ def queue_report(layouts: Mapping[str, NodeGpus], jobs: Iterable[JobRecord],
                 "queue_delay_s": round(sum(remaining), 1),  # Eq. 1
                 "queue": [{"pod": f"{j.namespace}/{j.pod}", "uid": j.uid, "model": j.model,
                            "task": j.task, "state": j.state, "reserved_mib": j.reserved_mib,
-                           "grown_mib": j.grown_mib, "predicted_s": j.predicted_s, "remaining_s": round(left, 1)}
+                           "grown_mib": j.grown_mib, "predicted_s": j.predicted_s,
+                           "remaining_s": round(left, 1)}
                           for j, left in zip(queue, remaining, strict=True)],
             })  # fmt: skip
         report.append({"node": name, "layout": None if layout is None else {

@@ -279,7 +279,8 @@ GROW_BESIDE = LIVE + """
 -- ARGV[2..]), the bound or running jobs beside it grow their reservations, in proportion
 -- to them, until they hold the capacity less the killed job's reservation: the kill shows
 -- they use more than they reserved unless the killed job itself overran, which no one can
--- tell apart. ARGV[1]: now. Returns uid, MiB added, ... for each job grown.
+-- tell apart. A job on several GPUs grows on all of them (it holds one reservation per
+-- GPU). ARGV[1]: now. Returns uid, MiB added, ... for each job grown.
 local now = tonumber(ARGV[1])
 local victim = string.sub(KEYS[1], 8)
 local added = {}
@@ -299,12 +300,13 @@ for c = 2, #KEYS do
   local short = own and (cap - own - held) or 0
   if short > 0 and held > 0 then
     for other, mib in pairs(beside) do
-      local more = short * mib / held
-      more = math.min(mib + more, cap) - mib
-      redis.call('HSET', 'st:job:' .. other, 'reserved_mib', tostring(mib + more))
-      redis.call('HINCRBYFLOAT', 'st:job:' .. other, 'grown_mib', tostring(more))
-      for _, q in ipairs(queues_of('st:job:' .. other)) do touch(q) end
-      added[other] = (added[other] or 0) + more
+      local more = math.min(mib + short * mib / held, cap) - mib
+      if more > 0 then
+        redis.call('HSET', 'st:job:' .. other, 'reserved_mib', tostring(mib + more))
+        redis.call('HINCRBYFLOAT', 'st:job:' .. other, 'grown_mib', tostring(more))
+        for _, q in ipairs(queues_of('st:job:' .. other)) do touch(q) end
+        added[other] = (added[other] or 0) + more
+      end
     end
   end
 end
