@@ -27,6 +27,12 @@ function row(attrs, cells, tag = "td") {
 const QUEUE_COLUMNS = [["pod"], ["model"], ["task"], ["state"], ["reserved MiB", "num"],
   ["predicted s", "num"], ["remaining s", "num"]];
 
+// A job's reserved MiB, with the part grown beside an OOM kill (RedisStore.grow_beside).
+function reserved(job) {
+  const mib = whole(job.reserved_mib);
+  return job.grown_mib ? `${mib} (+${whole(job.grown_mib)} beside an OOM kill)` : mib;
+}
+
 function gpuBlock(nodeName, gpu) {
   const share = gpu.capacity_mib ? gpu.reserved_mib / gpu.capacity_mib : 0;
   const fill = el("div", { class: share > 1 ? "fill over" : "fill" });
@@ -43,7 +49,7 @@ function gpuBlock(nodeName, gpu) {
     block.appendChild(el("table", { class: "queue" },
       el("thead", {}, row({}, QUEUE_COLUMNS, "th")),
       el("tbody", {}, ...gpu.queue.map((job) => row({ "data-pod": job.pod, "data-uid": job.uid }, [
-        [job.pod], [job.model], [job.task], [job.state], [whole(job.reserved_mib), "num"],
+        [job.pod], [job.model], [job.task], [job.state], [reserved(job), "num"],
         [whole(job.predicted_s), "num"], [whole(job.remaining_s), "num"]])))));
   }
   return block;
