@@ -8,10 +8,10 @@ outer training rows, so no held-out row ever informs its own pad):
 * ``lofo``: leave one architecture family out (ResNet, DenseNet, VGG, ... as
   `estimator.zoo` registers them): a held-out model has no sibling in fitting;
   it is padded as the service pads a family absent from training
-  (`estimator.padding.padded_unseen_family`: ``pad_unseen_family``, the larger of
-  the inner leave-one-model-out and leave-one-family-out pads, or the workspace
-  margin with its own pad, whichever is larger), so the figures are what a user's
-  new kind of model gets.
+  (`estimator.padding.padded_unseen_family`: the largest of the inner
+  leave-one-model-out pad, the affine pad that covers the inner leave-one-model-out
+  and leave-one-family-out predictions, and the workspace margin with its own affine
+  pad), so the figures are what a user's new kind of model gets.
 * ``logo``: leave one GPU type out; the pad is the service's for a GPU type absent
   from training (``pad_unseen_gpu``: the larger of the inner leave-one-model-out and
   leave-one-GPU-out pads).
@@ -102,8 +102,6 @@ def _inner_pad(design: Design, frame: pd.DataFrame, protocol: str) -> float:
         return float(design.pad)
     fit = frame[~frame["over_capacity"]].reset_index(drop=True)
     X, y, censored = matrix(fit, design), fit["y"].to_numpy(float), _censored(fit)
-    if protocol == "lofo":
-        return _unseen_family_pads(design, frame)[0]
     if protocol == "logo":  # the service's rule for a GPU type absent
         return max(_inner_pad(design, frame, "lomo"),
                    pad_fraction(lower_bounds(y, censored), held_out_predictions(
@@ -131,19 +129,21 @@ def _inner_pad(design: Design, frame: pd.DataFrame, protocol: str) -> float:
                         held_out_predictions(design.make, X, y, groups, censored))
 
 
-def _unseen_family_pads(design: Design, frame: pd.DataFrame) -> tuple[float, float | None]:
-    """The pads the service gives a family absent from `frame` (as `training.fit` derives
-    them): ``pad_unseen_family`` and ``pad_unseen_family_workspace`` (None: a design
-    without the workspace margin)."""
+def _unseen_family_pads(design: Design, frame: pd.DataFrame) -> dict[str, float]:
+    """The pads the service gives a family absent from `frame` on a GPU type present in it,
+    as `training.fit` derives them (artefact keys: ``pad_seen`` and
+    `estimator.padding.unseen_family_pads`)."""
     if not isinstance(design.pad, str):
-        return float(design.pad), None
+        return {"pad_seen": float(design.pad), "pad_unseen_family": float(design.pad)}
     fit = frame[~frame["over_capacity"]].reset_index(drop=True)
     X, y, censored = matrix(fit, design), fit["y"].to_numpy(float), _censored(fit)
     by_model, by_family = (held_out_predictions(design.make, X, y, groups, censored)
                            for groups in (fit["model"].to_numpy(), families(fit)))
     workspace = workspace_range(fit["sim_workspace_mb"], fit["sim_workspace_max_mb"]) \
         if design.workspace_margin else None
-    return unseen_family_pads(lower_bounds(y, censored), by_model, by_family, workspace)
+    bounds = lower_bounds(y, censored)
+    return {"pad_seen": pad_fraction(bounds, by_model),
+            **unseen_family_pads(bounds, by_model, by_family, workspace)}
 
 
 def _run_fold(design: Design, frame: pd.DataFrame, protocol: str, fit_idx: np.ndarray,
@@ -157,10 +157,11 @@ def _run_fold(design: Design, frame: pd.DataFrame, protocol: str, fit_idx: np.nd
     test = frame.iloc[test_idx]
     predicted = model.predict(matrix(test, design))
     if protocol == "lofo":
-        pad, pad_workspace = _unseen_family_pads(design, train)
-        padded = predicted * (1.0 + pad) if pad_workspace is None else padded_unseen_family(
+        pads = _unseen_family_pads(design, train)
+        pad = pads["pad_seen"]
+        padded = padded_unseen_family(
             predicted, workspace_range(test["sim_workspace_mb"], test["sim_workspace_max_mb"]),
-            pad, pad_workspace)
+            pad, pads)
     else:
         pad = _inner_pad(design, train, protocol)
         padded = predicted * (1.0 + pad)

@@ -9,21 +9,26 @@ Three pads per memory artefact, each from its own held-out scheme (training.fit)
 
 * ``pad_seen``: leave one model out (a job of a known family on a known GPU type);
 * ``pad_unseen_gpu``: the larger of that and leave one GPU type out;
-* ``pad_unseen_family``: the larger of ``pad_seen`` and leave one architecture family
-  out: the held-out family plays a model unlike any in the data. With families as
-  the exchangeable groups this is split-conformal calibration at the strictest
-  level the groups allow (the largest group's error: with k families, a new family's
-  error exceeds it with probability at most 1/(k+1)).
-* ``pad_unseen_family_workspace``: the same calibration of what is left once the job's
-  `workspace_range` is added. A model of an unseen family is padded to the larger of
-  ``predicted x (1 + pad_unseen_family)`` and ``predicted x (1 +
-  pad_unseen_family_workspace) + workspace_range`` (`padded_unseen_family`): which cuDNN
+* ``pad_unseen_family`` (a fraction) and ``pad_unseen_family_mib``: an affine pad,
+  predicted x (1 + E) + M, from leave one model out and leave one architecture family
+  out together: the held-out family plays a model unlike any in the data. With families
+  as the exchangeable groups this is split-conformal calibration at the strictest level
+  the groups allow (every held-out row covered: with k families, a new family's error
+  exceeds the largest group's with probability at most 1/(k+1)). Of the (E, M) that
+  cover every row, `affine_pad` takes the one of least mean over-allocation: what the
+  simulation leaves is mostly MiB (the CUDA context and allocator segments vary by a few
+  hundred MiB whatever the job's size), so a pure fraction large enough for a small job
+  over-reserves a large one.
+* ``pad_unseen_family_workspace`` and ``pad_unseen_family_workspace_mib``: the same
+  calibration of what is left once the job's `workspace_range` is added. A model of an
+  unseen family is padded to the largest of its GPU type's plain pad, the affine pad and
+  the workspace range plus its own affine pad (`padded_unseen_family`): which cuDNN
   algorithm a card picks is not knowable offline, and a family whose convolutions allow
   large workspaces (VGG's wide 224x224 layers) can take the largest one simulated on
   some cards while the families left to calibrate on never do.
 
-`runtime_pad` is the rule that picks among them for one job (the service's
-`estimator.predict` applies the same rule; `estimator.evaluation` scores it).
+`estimator.predict` picks among them for one job (`estimator.evaluation` scores the
+same rule).
 
 Censored rows (a job killed for memory: its true peak was above the MiB it held)
 enter as lower bounds: `fit_censored` raises their targets to what the fit predicts
@@ -46,6 +51,8 @@ MIN_PAD = 0.02
 CENSOR_MARGIN = 1.05
 #: Refits of `fit_censored` (the imputed targets settle within two or three).
 CENSOR_ROUNDS = 3
+#: Golden-section steps of `affine_pad` (the search interval shrinks 0.618x per step).
+GOLDEN_STEPS = 80
 
 
 def pad_fraction(actual: np.ndarray, predicted: np.ndarray) -> float:
@@ -73,40 +80,72 @@ def workspace_range(workspace_mb: Any, workspace_max_mb: Any) -> Any:
                    - np.fmax(np.asarray(workspace_mb, float), 0.0), 0.0)
 
 
+def affine_pad(bounds: np.ndarray, predictions: list[np.ndarray],
+               workspace_mib: np.ndarray | None = None) -> tuple[float, float]:
+    """(E, M): the pad predicted x (1 + E) + M (+ `workspace_mib`) that lifts every row of
+    every prediction set to its bound with the least mean over-allocation, E >= `MIN_PAD`,
+    M >= 0 MiB.
+
+    For a fixed E the least M is max(0, max(bound - workspace - predicted x (1 + E))), a
+    convex, piecewise-linear function of E, and so is the mean over-allocation: a golden
+    section search over E finds its minimum, and M is then exact for that E.
+    """
+    bounds = np.asarray(bounds, float)
+    workspace = np.zeros_like(bounds) if workspace_mib is None else np.asarray(workspace_mib, float)
+    predicted = np.concatenate([np.asarray(p, float) for p in predictions])
+    if predicted.size == 0:
+        return MIN_PAD, 0.0
+    if np.any(predicted <= 0):
+        raise ValueError("predictions must be positive to derive a relative pad")
+    actual = np.tile(bounds, len(predictions))
+    short = actual - np.tile(workspace, len(predictions)) - predicted
+
+    def mib(fraction: float) -> float:
+        return max(0.0, float(np.max(short - predicted * fraction)))
+
+    def over(fraction: float) -> float:  # the mean over-allocation, less a constant
+        return float(np.mean((predicted * fraction + mib(fraction)) / actual))
+
+    low, high = MIN_PAD, max(MIN_PAD, float(np.max(short / predicted)))
+    ratio = (np.sqrt(5.0) - 1.0) / 2.0
+    for _ in range(GOLDEN_STEPS):
+        left, right = high - ratio * (high - low), low + ratio * (high - low)
+        if over(left) <= over(right):
+            high = right
+        else:
+            low = left
+    fraction = min((low, high, MIN_PAD), key=over)
+    return fraction, mib(fraction)
+
+
 def padded_unseen_family(predicted_mib: Any, workspace_mib: Any, pad: float,
-                         pad_workspace: float) -> Any:
-    """A model of an unseen family, padded: the larger of the plain pad and the workspace
-    margin plus its own pad (see the module docstring). Arrays or floats."""
+                         pads: dict[str, Any]) -> Any:
+    """A model of an unseen family, padded: the largest of `pad` (its GPU type's plain
+    pad), the affine family pad and, where `pads` carry it, the workspace range plus its
+    own affine pad (see the module docstring). `pads`: an artefact's metadata. Arrays or
+    floats."""
     predicted = np.asarray(predicted_mib, float)
-    return np.maximum(predicted * (1.0 + pad),
-                      predicted * (1.0 + pad_workspace) + np.asarray(workspace_mib, float))
+    out = np.maximum(predicted * (1.0 + pad),
+                     predicted * (1.0 + float(pads["pad_unseen_family"]))
+                     + float(pads.get("pad_unseen_family_mib", 0.0)))
+    if "pad_unseen_family_workspace" not in pads:
+        return out
+    return np.maximum(out, predicted * (1.0 + float(pads["pad_unseen_family_workspace"]))
+                      + float(pads.get("pad_unseen_family_workspace_mib", 0.0))
+                      + np.asarray(workspace_mib, float))
 
 
 def unseen_family_pads(bounds: np.ndarray, by_model: np.ndarray, by_family: np.ndarray,
-                       workspace_mib: np.ndarray | None = None) -> tuple[float, float | None]:
-    """``pad_unseen_family`` and ``pad_unseen_family_workspace`` (None without
-    `workspace_mib`) from the same rows predicted leave one model out and leave one family
-    out; `bounds`: what each padded prediction must reach (`lower_bounds`)."""
-    pad = max(pad_fraction(bounds, by_model), pad_fraction(bounds, by_family))
-    if workspace_mib is None:
-        return pad, None
-    left = bounds - workspace_mib
-    return pad, max(pad_fraction(left, by_model), pad_fraction(left, by_family))
-
-
-def runtime_pad(pads: dict[str, Any], gpu_seen: bool, family_seen: bool) -> tuple[float, str]:
-    """The pad one job gets from an artefact's pads, and why (for the pod's reason).
-
-    A GPU type absent from training takes ``pad_unseen_gpu``, a family absent from
-    training ``pad_unseen_family``; both: the larger. Artefacts without a family pad
-    count every family as seen.
-    """
-    pad = float(pads["pad_seen" if gpu_seen else "pad_unseen_gpu"])
-    why = "GPU type seen in training" if gpu_seen else "GPU type not seen in training"
-    if not family_seen and "pad_unseen_family" in pads:
-        pad = max(pad, float(pads["pad_unseen_family"]))
-        why += ", model family not seen in training"
-    return pad, why
+                       workspace_mib: np.ndarray | None = None) -> dict[str, float]:
+    """The unseen-family pads (artefact keys, see the module docstring) from the same rows
+    predicted leave one model out and leave one family out; `bounds`: what each padded
+    prediction must reach (`lower_bounds`). The workspace pair only with `workspace_mib`."""
+    fraction, mib = affine_pad(bounds, [by_model, by_family])
+    pads = {"pad_unseen_family": fraction, "pad_unseen_family_mib": mib}
+    if workspace_mib is not None:
+        fraction, mib = affine_pad(bounds, [by_model, by_family], workspace_mib)
+        pads |= {"pad_unseen_family_workspace": fraction, "pad_unseen_family_workspace_mib": mib}
+    return pads
 
 
 def fit_censored(make: Callable[[], Any], X: np.ndarray, y: np.ndarray,

@@ -11,8 +11,8 @@ largest per-GPU constant learned (the safe side) and the larger held-out pad
 (leave one GPU out), and reported with ``seen_in_training=False``. A model whose
 architecture family no training row covers (every model users register, every
 transformer today) gets the pad calibrated by leave one family out
-(``pad_unseen_family``), or the job's simulated workspace range with its own pad
-when that is larger (`estimator.padding.padded_unseen_family`), reported with
+(``pad_unseen_family``: a fraction and MiB), or the job's simulated workspace range with
+its own pad when that is larger (`estimator.padding.padded_unseen_family`), reported with
 ``family_seen=False``; both unseen: the larger of the two pads. A product
 that is not in the catalogue at all gets `estimate_unknown`: the largest padded
 memory and the longest time over every catalogue type. Profiling one job on a
@@ -100,24 +100,17 @@ class _Predictor:
             table.family(m) for m in self.meta.get("models", ())}
         return family in families
 
-    def pad(self, gpu_seen: bool, family_seen: bool) -> float:
-        """Seen: the leave-one-model-out pad; an unseen GPU type or family: its own pad
-        (artefacts without a family pad use the largest they have)."""
-        pad = float(self.meta["pad_seen" if gpu_seen else "pad_unseen_gpu"])
-        if not family_seen:
-            fallback = max(pad, float(self.meta["pad_unseen_gpu"]))
-            pad = max(pad, float(self.meta.get("pad_unseen_family", fallback)))
-        return pad
-
     def padded(self, predicted_mib: float, workspace_mib: float, gpu_seen: bool,
                family_seen: bool) -> float:
-        """The padded estimate: `pad`; an unseen family also with the workspace margin
-        (`estimator.padding.padded_unseen_family`, for artefacts that carry its pad)."""
-        pad = self.pad(gpu_seen, family_seen)
-        if family_seen or "pad_unseen_family_workspace" not in self.meta:
+        """Seen: the leave-one-model-out pad; an unseen GPU type: its own pad; an unseen
+        family: also the family's affine pads (`estimator.padding.padded_unseen_family`;
+        artefacts without a family pad use the largest plain pad they have)."""
+        pad = float(self.meta["pad_seen" if gpu_seen else "pad_unseen_gpu"])
+        if family_seen:
             return predicted_mib * (1.0 + pad)
-        return float(padded_unseen_family(predicted_mib, workspace_mib, pad,
-                                          float(self.meta["pad_unseen_family_workspace"])))
+        if "pad_unseen_family" not in self.meta:
+            return predicted_mib * (1.0 + max(pad, float(self.meta["pad_unseen_gpu"])))
+        return float(padded_unseen_family(predicted_mib, workspace_mib, pad, self.meta))
 
 
 class Estimator:

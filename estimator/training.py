@@ -35,14 +35,14 @@ def fit(target: str, design_name: str, frame: pd.DataFrame,
     ``pad_seen``: E for a GPU type present in the rows (from leave one model
     out: covers models never seen); ``pad_unseen_gpu``: E for a GPU type absent
     from the rows (the larger of that and leave one GPU out);
-    ``pad_unseen_family``: E for a model whose architecture family is absent
-    from the rows (``seen_families``): the larger of ``pad_seen`` and leave one
-    family out (`estimator.padding`; with a single family in the rows it cannot
-    be calibrated and is the larger of the other two, ``pad_unseen_family_basis``
-    says which); ``pad_unseen_family_workspace``: the same schemes' pad of what the
-    job's workspace range leaves (`estimator.padding.padded_unseen_family`; designs
-    with the workspace margin and rows of two families or more only). Rows with ``censored`` set are
-    lower bounds (OOM kills,
+    ``pad_unseen_family`` (+ ``pad_unseen_family_mib``): the affine pad for a model whose
+    architecture family is absent from the rows (``seen_families``), from leave one model
+    out and leave one family out together (`estimator.padding.unseen_family_pads`; with a
+    single family in the rows it cannot be calibrated and is the larger of the other two,
+    ``pad_unseen_family_basis`` says which); ``pad_unseen_family_workspace`` (+ ``_mib``):
+    the same schemes' pad of what the job's workspace range leaves
+    (`estimator.padding.padded_unseen_family`; designs with the workspace margin and rows
+    of two families or more only). Rows with ``censored`` set are lower bounds (OOM kills,
     `estimator.observations`): fitted Tobit-style and covered by every pad.
     """
     design = DESIGNS[target][design_name]
@@ -52,7 +52,7 @@ def fit(target: str, design_name: str, frame: pd.DataFrame,
     regressor = fit_censored(design.make, X, y, censored)
     row_families = families(usable)
     seen_families = sorted({str(f) for f in row_families})
-    pad_workspace = None
+    family_pads: dict[str, float]
     if isinstance(design.pad, str):
         bounds = lower_bounds(y, censored)
 
@@ -66,14 +66,15 @@ def fit(target: str, design_name: str, frame: pd.DataFrame,
             workspace = workspace_range(usable["sim_workspace_mb"],
                                         usable["sim_workspace_max_mb"]) \
                 if design.workspace_margin else None
-            pad_family, pad_workspace = unseen_family_pads(bounds, by_model,
-                                                           held_out(row_families), workspace)
+            family_pads = unseen_family_pads(bounds, by_model, held_out(row_families),
+                                             workspace)
             basis = "leave one family out"
         else:
-            pad_family, basis = max(pad_seen, pad_unseen), "one family only: not calibrated"
+            family_pads = {"pad_unseen_family": max(pad_seen, pad_unseen)}
+            basis = "one family only: not calibrated"
     else:
-        pad_seen = pad_unseen = pad_family = float(design.pad)
-        basis = "fixed"
+        pad_seen = pad_unseen = float(design.pad)
+        family_pads, basis = {"pad_unseen_family": pad_seen}, "fixed"
     meta: dict[str, Any] = {
         "target": target,
         "unit": TARGETS[target][1],
@@ -81,9 +82,8 @@ def fit(target: str, design_name: str, frame: pd.DataFrame,
         "columns": list(design.columns),
         "pad_seen": pad_seen,
         "pad_unseen_gpu": pad_unseen,
-        "pad_unseen_family": pad_family,
+        **family_pads,
         "pad_unseen_family_basis": basis,
-        **({} if pad_workspace is None else {"pad_unseen_family_workspace": pad_workspace}),
         "seen_gpus": sorted(usable["gpu"].unique()),
         "seen_families": seen_families,
         "models": sorted(usable["model"].unique()),

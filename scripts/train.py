@@ -106,12 +106,15 @@ def main(argv: list[str] | None = None) -> int:
             path = artefacts.save(artefact_name(target, design), regressor, meta, args.out)
             summary[path.stem] = {k: meta[k] for k in (
                 "rows", "censored_rows", "pad_seen", "pad_unseen_gpu", "pad_unseen_family",
-                "pad_unseen_family_workspace") if k in meta}
+                "pad_unseen_family_mib", "pad_unseen_family_workspace",
+                "pad_unseen_family_workspace_mib") if k in meta}
             workspace = meta.get("pad_unseen_family_workspace")
-            log.info("%s: %d rows (%d censored), pad %.3f seen / %.3f unseen GPU / %.3f unseen "
-                     "family%s", path.name, meta["rows"], meta["censored_rows"], meta["pad_seen"],
-                     meta["pad_unseen_gpu"], meta["pad_unseen_family"],
-                     "" if workspace is None else f" (or {workspace:.3f} + workspace range)")
+            log.info("%s: %d rows (%d censored), pad %.3f seen / %.3f unseen GPU / %.3f + "
+                     "%.0f MiB unseen family%s", path.name, meta["rows"], meta["censored_rows"],
+                     meta["pad_seen"], meta["pad_unseen_gpu"], meta["pad_unseen_family"],
+                     meta.get("pad_unseen_family_mib", 0.0), "" if workspace is None else
+                     f" (or {workspace:.3f} + {meta['pad_unseen_family_workspace_mib']:.0f} MiB "
+                     "+ workspace range)")
     if args.json:
         print(json.dumps(summary, indent=2))
     return 0

@@ -74,12 +74,13 @@ def test_lofo_gives_a_held_out_family_the_pad_the_service_would(frame) -> None:
         _, meta = fit("train-mem", design, frame.iloc[fit_idx], with_stats=False)
         assert out not in meta["seen_families"]
         held = rows[rows["family"] == out]
-        assert held["pad"].unique().tolist() == [pytest.approx(meta["pad_unseen_family"])]
+        assert held["pad"].unique().tolist() == [pytest.approx(meta["pad_seen"])]
+        assert meta["pad_unseen_family_mib"] > 0 or meta["pad_unseen_family_workspace_mib"] > 0
         test = frame.iloc[test_idx]
         assert held["padded"].to_numpy() == pytest.approx(padded_unseen_family(
             held["predicted"].to_numpy(), workspace_range(test["sim_workspace_mb"],
                                                           test["sim_workspace_max_mb"]),
-            meta["pad_unseen_family"], meta["pad_unseen_family_workspace"]))
+            meta["pad_seen"], meta))
 
 
 def test_each_simulated_part_removes_residual_for_every_family(frame) -> None:

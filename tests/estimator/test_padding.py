@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from estimator.padding import (
-    MIN_PAD, held_out_pad, pad_fraction, padded, padded_unseen_family, workspace_range,
+    MIN_PAD, affine_pad, held_out_pad, pad_fraction, padded, padded_unseen_family, workspace_range,
 )  # fmt: skip
 from estimator.regressors import ColumnRegressor
 
@@ -61,18 +61,6 @@ def test_censored_rows_are_lifted_above_their_bounds() -> None:
     assert pad > held_out_pad(make, X, y, groups)  # read as exact values, a smaller pad
 
 
-def test_runtime_pad_picks_the_distance_to_the_training_data() -> None:
-    from estimator.padding import runtime_pad
-
-    pads = {"pad_seen": 0.1, "pad_unseen_gpu": 0.2, "pad_unseen_family": 0.3}
-    assert runtime_pad(pads, True, True) == (0.1, "GPU type seen in training")
-    assert runtime_pad(pads, False, True)[0] == 0.2
-    pad, why = runtime_pad(pads, True, False)
-    assert pad == 0.3 and "family not seen" in why
-    assert runtime_pad({**pads, "pad_unseen_family": 0.15}, False, False)[0] == 0.2
-    assert runtime_pad({"pad_seen": 0.1, "pad_unseen_gpu": 0.2}, True, False)[0] == 0.1
-
-
 def test_the_workspace_range_is_never_negative_and_unknown_parts_count_safely() -> None:
     mean = np.array([100.0, -20.0, 50.0, np.nan, 10.0])
     worst = np.array([400.0, 100.0, 40.0, 300.0, np.nan])
@@ -80,8 +68,44 @@ def test_the_workspace_range_is_never_negative_and_unknown_parts_count_safely() 
     assert workspace_range(0.0, 8.0) == 8.0
 
 
-def test_an_unseen_family_is_padded_by_the_larger_of_the_two_rules() -> None:
-    predicted, workspace = np.array([1000.0, 1000.0]), np.array([0.0, 400.0])
-    out = padded_unseen_family(predicted, workspace, pad=0.3, pad_workspace=0.05)
-    assert out.tolist() == [1300.0, 1450.0]  # the plain pad; the workspace margin
-    assert padded_unseen_family(1000.0, 100.0, 0.3, 0.05) == 1300.0
+def test_an_unseen_family_is_padded_by_the_largest_of_the_three_rules() -> None:
+    pads = {"pad_unseen_family": 0.1, "pad_unseen_family_mib": 200.0,
+            "pad_unseen_family_workspace": 0.05, "pad_unseen_family_workspace_mib": 20.0}
+    predicted, workspace = np.array([1000.0, 1000.0, 5000.0]), np.array([0.0, 400.0, 0.0])
+    out = padded_unseen_family(predicted, workspace, pad=0.1, pads=pads)
+    # the affine family pad; the workspace margin; the GPU type's own pad (5000 x 1.1 = 5500
+    # is below 5000 x 1.1 + 200, so the affine pad still decides)
+    assert out.tolist() == pytest.approx([1300.0, 1470.0, 5700.0])
+    assert padded_unseen_family(1000.0, 0.0, 0.5, pads) == pytest.approx(1500.0)
+    # artefacts without the MiB part or the workspace pair: a plain fraction
+    assert padded_unseen_family(1000.0, 400.0, 0.1, {"pad_unseen_family": 0.3}) == 1300.0
+
+
+def test_the_affine_pad_covers_every_row_with_the_least_over_allocation() -> None:
+    """A MiB-sized residual (the context) on jobs of every size: a pure fraction must be
+    large enough for the smallest job; the affine pad covers all at less cost."""
+    rng = np.random.default_rng(0)
+    predicted = [rng.uniform(500, 20000, 200) for _ in range(2)]
+    bounds = predicted[0] + rng.uniform(-300, 300, 200)
+    fraction, mib = affine_pad(bounds, predicted)
+    assert fraction >= MIN_PAD and mib >= 0
+    for p in predicted:
+        assert np.all(p * (1 + fraction) + mib >= bounds - 1e-6)
+        assert np.min(p * (1 + fraction) + mib - bounds) < 1e-6 or fraction == MIN_PAD
+
+    def over(e: float, m: float) -> float:
+        return float(np.mean([np.mean((p * (1 + e) + m - bounds) / bounds) for p in predicted]))
+
+    # no covering (E, M) on a grid does better, the pure fraction much worse
+    grid = [(e, max(0.0, max(float(np.max(bounds - p * (1 + e))) for p in predicted)))
+            for e in np.linspace(MIN_PAD, 1.0, 2000)]
+    assert over(fraction, mib) <= min(over(e, m) for e, m in grid) + 1e-9
+    pure = max(pad_fraction(bounds, p) for p in predicted)
+    assert over(fraction, mib) < 0.5 * over(pure, 0.0)
+    # a workspace range is added, not covered by the pad
+    workspace = np.full(200, 100.0)
+    assert affine_pad(bounds + workspace, predicted, workspace) == pytest.approx((fraction, mib))
+    # predictions above their bounds: the floor, no MiB
+    assert affine_pad(np.array([50.0]), [np.array([100.0])]) == (MIN_PAD, 0.0)
+    with pytest.raises(ValueError, match="positive"):
+        affine_pad(np.array([50.0]), [np.array([0.0])])

@@ -128,9 +128,14 @@ def test_a_model_of_an_unseen_family_is_padded_beside_its_workspace_range(estima
             workspace = workspace_range(features.sim_workspace_mb, features.sim_workspace_max_mb)
             for e in source.estimate(Job(model, "train", batch), gpus=["V100-16GB", "T4"]).values():
                 assert not e.family_seen
-                want = padded_unseen_family(e.predicted_mib, workspace, meta["pad_unseen_family"],
-                                            meta["pad_unseen_family_workspace"])
+                pad = meta["pad_seen" if e.seen_in_training else "pad_unseen_gpu"]
+                want = padded_unseen_family(e.predicted_mib, workspace, pad, meta)
                 assert e.padded_mib == pytest.approx(float(want))
                 assert e.padded_mib == pytest.approx(e.predicted_mib * (1 + e.pad))
-                margins += e.padded_mib > e.predicted_mib * (1 + meta["pad_unseen_family"]) + 1
+                assert e.padded_mib >= e.predicted_mib * (1 + meta["pad_unseen_family"]) \
+                    + meta["pad_unseen_family_mib"] - 1e-6
+                margins += e.padded_mib > max(
+                    e.predicted_mib * (1 + pad),
+                    e.predicted_mib * (1 + meta["pad_unseen_family"])
+                    + meta["pad_unseen_family_mib"]) + 1
     assert margins  # the workspace margin decides for VGG's larger batches
