@@ -129,6 +129,7 @@ class StateCollector(Collector):
             layouts = self.store.node_layouts()
             report = queue_report(layouts, self.store.jobs(), self.limits, now)
             waiting = len(self.store.waiters(now))
+            alphas = self.store.learned_alphas()
         except StoreUnavailable:
             yield GaugeMetricFamily("schedtune_state_up", STATE_UP_HELP, value=0)
             return
@@ -157,6 +158,9 @@ class StateCollector(Collector):
         yield family
         yield GaugeMetricFamily("schedtune_waiting_pods", "Annotated pods that fit nowhere "
                                 "when last filtered, still waiting", value=waiting)
+        yield _by_type("schedtune_interference_alpha", "Collocation slowdown the monitor "
+                       "learned per GPU type (speed 1 / (1 + alpha (k - 1)) with k jobs)",
+                       alphas)
 
 
 def _by_type(name: str, documentation: str, values: dict[str, float] | dict[str, int]

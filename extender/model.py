@@ -294,12 +294,14 @@ class ClusterSnapshot:
     """A frozen read of the nodes a request names: decisions read this, never live keys.
 
     `waiting`: live waiters, oldest first; `floors`: the least a job type may reserve
-    after an OOM kill of it (`extender.core.oom`)."""
+    after an OOM kill of it (`extender.core.oom`); `alphas`: the collocation slowdowns
+    the monitor learned per GPU type (`extender.core.interference`)."""
 
     now: float
     nodes: dict[str, NodeState] = field(default_factory=dict)
     waiting: tuple[Waiter, ...] = ()
     floors: Mapping[str, float] = field(default_factory=dict)  # `job_type` -> MiB after OOMs
+    alphas: Mapping[str, float] = field(default_factory=dict)  # GPU type -> learned alpha
 
 
 @dataclass(frozen=True)

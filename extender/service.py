@@ -32,6 +32,7 @@ from extender.cluster.binders import RECORD_ONLY, BindTarget, PodReader
 from extender.core import binding, decisions, filtering, prioritizing
 from extender.core.annotations import AnnotationError, parse_demand
 from extender.core.gpu_table import distinct_layouts
+from extender.core.interference import alphas_for
 from extender.core.job import Assessment, NotOurs, PodJob, Refused
 from extender.errors import Conflict
 from extender.model import (
@@ -154,7 +155,8 @@ class Scheduler:
                                             self._needs(filtered.demand, [state.gpus],
                                                         snapshot.floors),
                                             self.settings, now,
-                                            frozenset(filtered.held.get(node, ())))
+                                            frozenset(filtered.held.get(node, ())),
+                                            alphas_for(snapshot, self.settings).of(state.gpus))
             reservation = self.store.reserve(plan.record, plan.candidates, now,
                                              self.settings.reservation_ttl_s, source,
                                              plan.need.gpus)

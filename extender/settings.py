@@ -12,7 +12,12 @@ Environment variables (the manifests in k8s/ use exactly these names):
                                    record (reserve only; replay and tests)
     EXTENDER_COLLOCATION_LIMIT     max jobs per GPU for types not listed below (default 4)
     EXTENDER_COLLOCATION_LIMITS    per type, e.g. "K80=2,RTX-3090=6"
-    EXTENDER_INTERFERENCE_ALPHA    slowdown per extra job on a GPU (default 0.47, Gavel fit)
+    EXTENDER_INTERFERENCE_ALPHA    slowdown per extra job on a GPU (default 0.47, Gavel fit):
+                                   the prior of the per-GPU-type alphas the monitor learns
+    EXTENDER_INTERFERENCE_LEARN    1 (default): decisions play a GPU type forward at the
+                                   alpha the monitor learned from its observed runs, once
+                                   it has (`extender.core.interference`); 0: the alpha
+                                   above everywhere
     EXTENDER_RESERVATION_TTL_S     a reservation bind does not confirm expires after this
                                    (default 120)
     EXTENDER_DEMAND_TTL_S          filter's demand record lifetime (default 900: bind follows
@@ -103,6 +108,7 @@ class Settings:
     bind_mode: str = "api"
     collocation: Limits = field(default_factory=lambda: Limits(4, {}))
     interference_alpha: float = 0.47
+    interference_learn: bool = True
     reservation_ttl_s: float = 120.0
     demand_ttl_s: int = 900
     max_body_bytes: int = 32 * 1024 * 1024
@@ -159,6 +165,8 @@ class Settings:
             collocation=Limits(_number(env, "EXTENDER_COLLOCATION_LIMIT", 4, int, 1, 1024),
                                _limits(get("EXTENDER_COLLOCATION_LIMITS", ""))),
             interference_alpha=_number(env, "EXTENDER_INTERFERENCE_ALPHA", 0.47, float, 0, 10),
+            interference_learn=_choice(env, "EXTENDER_INTERFERENCE_LEARN", "1",
+                                       ("0", "1")) == "1",
             reservation_ttl_s=_number(env, "EXTENDER_RESERVATION_TTL_S", 120.0, float, 1, 86400),
             demand_ttl_s=_number(env, "EXTENDER_DEMAND_TTL_S", 900, int, 10, 7 * 86400),
             max_body_bytes=_number(env, "EXTENDER_MAX_BODY_BYTES", 32 << 20, int, 1024, 1 << 30),

@@ -14,15 +14,19 @@ from extender.state.store import RedisStore
 
 
 def cluster_status(store: RedisStore, limits: Limits, now: float) -> dict[str, Any]:
-    """``{"nodes": queue_report(...), "waiting": waiting_report(...), "floors": ...}`` at
-    `now` (epoch s); floors: the least each job type reserves after an OOM kill of it.
+    """``{"nodes": queue_report(...), "waiting": waiting_report(...), "floors": ...,
+    "interference": ...}`` at `now` (epoch s); floors: the least each job type reserves
+    after an OOM kill of it; interference: the collocation slowdown the monitor learned
+    per GPU type (types absent use the configured alpha).
 
     Separate reads, not one snapshot: a job bound between them may be missing from its
     GPU while its pod still shows as waiting. Raises `StoreUnavailable` when Redis is down.
     """
     nodes = queue_report(store.node_layouts(), store.jobs(), limits, now)
     return {"nodes": nodes, "waiting": waiting_report(store.waiters(now), now),
-            "floors": floors_report(store.floors())}
+            "floors": floors_report(store.floors()),
+            "interference": [{"gpu_type": gpu_type, "alpha": alpha}
+                             for gpu_type, alpha in sorted(store.learned_alphas().items())]}
 
 
 def floors_report(floors: dict[str, float]) -> list[dict[str, Any]]:

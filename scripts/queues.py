@@ -5,6 +5,7 @@ the collocation limit, and the queue delay (Eq. 1) a new job would see.
     schedtune queues --node gpu-node-0 --json
     schedtune queues --waiting          # pods that fit nowhere, oldest first
     schedtune queues --floors           # what OOM kills taught: the least a job type reserves
+    schedtune queues --interference     # what finished runs taught: alpha per GPU type
 
 Reads REDIS_URL (or --redis), else the embedded server of `schedtune serve` in
 EXTENDER_STATE_DIR (./var). Collocation limits come from the same EXTENDER_* variables
@@ -63,6 +64,13 @@ def render_floors(floors: list[dict]) -> str:
     return "\n".join(lines) if lines else "no OOM corrections: no job type was OOM-killed"
 
 
+def render_interference(learned: list[dict], configured: float) -> str:
+    lines = [f"{row['gpu_type']:<14} alpha {row['alpha']:.2f} (learned from observed runs)"
+             for row in learned]
+    rest = "every other GPU type" if lines else "every GPU type"
+    return "\n".join([*lines, f"{rest}: alpha {configured:g} (EXTENDER_INTERFERENCE_ALPHA)"])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--node", help="only this node")
@@ -70,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the pods waiting for room (the oldest may hold a GPU)")
     parser.add_argument("--floors", action="store_true",
                         help="the OOM corrections in force: per job type, the least it reserves")
+    parser.add_argument("--interference", action="store_true",
+                        help="the collocation slowdown per GPU type decisions play forward at")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--redis", help="Redis URL (default: REDIS_URL, else the embedded one)")
     args = parser.parse_args(argv)
@@ -86,6 +96,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.floors:
         floors = status["floors"]
         print(json.dumps(floors, indent=2) if args.json else render_floors(floors))
+        return 0
+    if args.interference:
+        learned = status["interference"]
+        print(json.dumps(learned, indent=2) if args.json
+              else render_interference(learned, settings.interference_alpha))
         return 0
     if args.waiting:
         waiting = status["waiting"]

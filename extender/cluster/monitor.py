@@ -15,8 +15,10 @@ annotated with ``schedtune.io/model``:
 * succeeded, failed, evicted, being deleted (``deletionTimestamp``) or deleted:
   releases the reservation at once, updates each waiting pod that now fits on
   the freed GPU (``schedtune.io/requeued-at``: kube-scheduler retries it now),
-  and appends an observation (model, task, batch, units, GPU type, seconds,
-  OOM, outcome) for retraining;
+  and appends an observation (model, task, batch, units, GPU type, GPUs, start,
+  seconds, OOM, outcome) for retraining; after a success, refits each GPU type's
+  collocation slowdown from the latest runs (`extender.core.interference`) and
+  publishes it for every worker's next decision;
 * OOMKilled containers: counted once each (`st:ooms`, ``schedtune_oom_kills_total``),
   and the killed job's type (model, task, batch, GPU type) never gets the same
   reservation again: its floor in Redis rises above what was reserved (`core.oom`),
@@ -50,6 +52,7 @@ from extender.cluster.pods import FINISHED_PHASES, PodFacts, outcome_of, pod_fac
 from extender.core import decisions, oom
 from extender.core.adoption import likeliest_gpus, trusted_reservation, waiters_that_fit
 from extender.core.annotations import AnnotationError, parse_demand
+from extender.core.interference import learn_alphas, runs_from_jobs, runs_from_observations
 from extender.errors import StoreUnavailable
 from extender.metrics import (
     ADOPTION_OVERCOMMITS, ADOPTIONS, ADOPTIONS_UNVERIFIED, MONITOR_POD_ERRORS, OOM_KILLS,
@@ -65,6 +68,7 @@ from extender.sizing import Sizer
 from extender.state.store import RedisStore
 
 log = logging.getLogger(__name__)
+LEARN_FROM_RUNS = 2000  # the latest observations each refit of the collocation slowdown reads
 # (namespace, name, uid, now): update the waiting pod so kube-scheduler retries it now.
 Requeue = Callable[[str, str, str, float], None]
 
@@ -178,10 +182,24 @@ class Monitor:
         self.store.record_observation({
             "uid": facts.uid, "model": released.model, "task": released.task,
             "batch": released.batch, "units": released.units, "gpu_type": released.gpu_type,
-            "node": released.node, "seconds": round(seconds, 3),
+            "node": released.node, "gpus": ",".join(map(str, released.gpus)),
+            "started_at": released.started_at, "seconds": round(seconds, 3),
             "predicted_s": released.predicted_s, "reserved_mib": released.own_mib,
             "oom": int(bool(facts.oom_events)), "outcome": outcome,
         })  # fmt: skip
+        if outcome == "succeeded" and released.model:
+            self._learn_interference()
+
+    def _learn_interference(self) -> None:
+        """Refit each GPU type's collocation slowdown from the latest runs and the jobs
+        running beside them, and publish it (`RedisStore.set_alphas`)."""
+        runs = [*runs_from_observations(self.store.recent_observations(LEARN_FROM_RUNS)),
+                *runs_from_jobs(self.store.jobs(), self.clock())]
+        fits = learn_alphas(runs, self.settings.interference_alpha)
+        self.store.set_alphas(fits.values())
+        if fits:
+            log.debug("collocation slowdowns refitted",
+                      extra={"alphas": {t: f.alpha for t, f in fits.items()}})
 
     def _learn(self, facts: PodFacts) -> str:
         """Raise the OOM floor of the killed job's type (every replica reserves at least

@@ -55,8 +55,10 @@ class ReservationPlan:
 
 def plan_reservation(pod: PodInfo, demand: PodDemand, node: NodeState,
                      needs: Mapping[str, Need], settings: Settings, now: float,
-                     avoid: frozenset[int] = frozenset()) -> ReservationPlan:
-    """Raises `Conflict` when the node's GPU layout is unknown."""
+                     avoid: frozenset[int] = frozenset(),
+                     alpha: float | None = None) -> ReservationPlan:
+    """Raises `Conflict` when the node's GPU layout is unknown. `alpha`: the node's GPU
+    type's collocation slowdown (None: the configured one)."""
     if node.gpus is None or node.gpus.count == 0:
         raise Conflict(f"node {node.name} has no known GPU layout; filter it first")
     gpu_type = type_of(node.gpus)
@@ -67,8 +69,8 @@ def plan_reservation(pod: PodInfo, demand: PodDemand, node: NodeState,
         predicted_s=round(need.predicted_s, 3), state="reserved", reserved_at=now,
         gpu_type=gpu_type, batch=demand.batch, units=demand.units,
     )  # fmt: skip
-    candidates = reservation_candidates(node, need, settings.collocation, settings.policy, now,
-                                        avoid)
+    policy = settings.policy if alpha is None else settings.policy.with_alpha(alpha)
+    candidates = reservation_candidates(node, need, settings.collocation, policy, now, avoid)
     return ReservationPlan(record, candidates, need)
 
 

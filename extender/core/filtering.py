@@ -24,6 +24,7 @@ from extender.by_node import NodeVerdicts
 from extender.core import decisions, per_node
 from extender.core.fit import Fit, fit_rows
 from extender.core.gpu_table import GpuTable, judged_at_once
+from extender.core.interference import alphas_for
 from extender.core.job import Assessment, NotOurs, PodJob, Refused
 from extender.core.room import NO_HOLDS, Holds, has_room, held_from, held_gpus
 from extender.model import (
@@ -56,8 +57,8 @@ def decide_filter(assessment: Assessment, nodes: Mapping[str, NodeGpus | None],
     assert isinstance(assessment, PodJob)
     snapshot, needs, pod = assessment.snapshot, assessment.needs, assessment.demand
     limits = settings.collocation
-    holds = held_gpus(snapshot, limits, settings.interference_alpha, pod.uid, settings.hold_for,
-                      settings.hold_after_s)
+    holds = held_gpus(snapshot, limits, alphas_for(snapshot, settings), pod.uid,
+                      settings.hold_for, settings.hold_after_s)
     verdicts, passing = _verdicts(snapshot.nodes, needs, limits, holds)
     held_nodes = sorted({node for node, _ in holds}, key=list(snapshot.nodes).index) \
         if holds else []

@@ -23,6 +23,7 @@ from extender.by_node import NodeScores
 from extender.core.fit import Fit, fit_rows
 from extender.core import per_node
 from extender.core.gpu_table import GpuTable, judged_at_once
+from extender.core.interference import Alphas, alphas_for
 from extender.core.job import Assessment, PodJob
 from extender.core.room import NO_HOLDS, Holds, held_gpus
 from extender.model import ClusterSnapshot, Limits, Need, NodeGpus, NodeState
@@ -37,15 +38,20 @@ def decide_scores(assessment: Assessment, nodes: Iterable[str],
     if not isinstance(assessment, PodJob):
         return dict.fromkeys(nodes, 0.0)
     snapshot = assessment.snapshot
-    holds = held_gpus(snapshot, settings.collocation, settings.interference_alpha,
-                      assessment.demand.uid, settings.hold_for, settings.hold_after_s)
-    return score_nodes(snapshot, assessment.needs, settings.collocation, settings.policy, holds)
+    alphas = alphas_for(snapshot, settings)
+    holds = held_gpus(snapshot, settings.collocation, alphas, assessment.demand.uid,
+                      settings.hold_for, settings.hold_after_s)
+    return score_nodes(snapshot, assessment.needs, settings.collocation, settings.policy, holds,
+                       alphas)
 
 
 def score_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: Limits,
-                policy: ScoringPolicy, holds: Holds = NO_HOLDS) -> Mapping[str, float]:
+                policy: ScoringPolicy, holds: Holds = NO_HOLDS,
+                alphas: Alphas | None = None) -> Mapping[str, float]:
     """Scores in [0, 1] for the nodes that can take the job (others score 0): a
-    `NodeScores` over many nodes."""
+    `NodeScores` over many nodes. Busy GPUs are played forward at their type's alpha
+    (`alphas`; None: the policy's own everywhere)."""
+    alphas = alphas or Alphas(policy.alpha)
     if not judged_at_once(snapshot.nodes):
         held_nodes = {node for node, _ in holds}
         idle: dict[NodeGpus | None, Placement | None] = {}  # idle nodes: the layout decides
@@ -57,7 +63,8 @@ def score_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: Li
                                                               policy)
                 placement = idle[node.gpus]
             else:
-                placement = per_node.node_placement(node, needs, limits, snapshot.now, policy,
+                placement = per_node.node_placement(node, needs, limits, snapshot.now,
+                                                    policy.with_alpha(alphas.of(node.gpus)),
                                                     holds)
             if placement is not None:
                 placements[name] = placement
@@ -65,7 +72,7 @@ def score_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: Li
         return {name: scores.get(name, 0.0) for name in snapshot.nodes}
     table = GpuTable.from_states(snapshot.nodes)
     placed, cost, left = _placements(table, fit_rows(table, needs, limits, holds), policy,
-                                     snapshot.now)
+                                     snapshot.now, alphas.rows(table))
     scores = np.zeros(len(table.names))
     scores[placed] = policy.score_array(cost, left)
     return NodeScores(table.names, scores, table.positions)
@@ -83,9 +90,11 @@ def node_placement(node: NodeState, needs: Mapping[str, Need], limits: Limits, n
     return Placement(float(cost[0]), float(left[0])) if len(placed) else None
 
 
-def _placements(table: GpuTable, fit: Fit, policy: ScoringPolicy,
-                now: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Nodes that can take the job (positions, in order), their prices and memory left."""
+def _placements(table: GpuTable, fit: Fit, policy: ScoringPolicy, now: float,
+                alpha: float | np.ndarray | None = None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Nodes that can take the job (positions, in order), their prices (at `alpha`, per GPU
+    row or one for all; None: the policy's) and memory left."""
     cost = np.full(len(fit.room), np.inf)
     cost[fit.room] = fit.work_s[fit.room]  # an idle GPU costs the job alone
     busy = np.flatnonzero(fit.room & (table.gpu_jobs > 0))
@@ -93,7 +102,8 @@ def _placements(table: GpuTable, fit: Fit, policy: ScoringPolicy,
         width = int(table.gpu_jobs[busy].max())
         left_s = remaining_s(table.jobs_matrix(busy, width, table.jobs.predicted_s),
                              table.jobs_matrix(busy, width, table.jobs.started_at), now)
-        cost[busy] = policy.costs_s(left_s, fit.work_s[busy])
+        cost[busy] = policy.costs_s(left_s, fit.work_s[busy],
+                                    alpha[busy] if isinstance(alpha, np.ndarray) else alpha)
     seg_gpus = fit.gpus[table.seg_starts]
     seg_room = fit.room_count[table.seg_nodes]
     single = (seg_gpus == 1) & (seg_room >= 1)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from extender.core.gpu_table import GpuTable
+from extender.core.interference import Alphas
 from extender.model import (
     ClusterSnapshot, GpuState, Limits, Need, NodeState, QueuedJob, Waiter, type_of,
 )  # fmt: skip
@@ -73,12 +74,13 @@ def usable_gpus(node: NodeState, need: Need, limit: int,
     return fitting
 
 
-def held_gpus(snapshot: ClusterSnapshot, limits: Limits, alpha: float, uid: str,
+def held_gpus(snapshot: ClusterSnapshot, limits: Limits, alphas: Alphas, uid: str,
               max_holds: int, after_s: float = 0.0) -> dict[tuple[str, int], Hold]:
     """GPUs held for the waiters older than pod `uid` that have waited `after_s` or more,
     oldest first: the GPU among the snapshot's nodes where the waiter fits soonest (then
     runs fastest; the first such GPU in node order), or for a waiter on k GPUs of one
-    node, the k GPUs of the node where the k-th of them fits soonest."""
+    node, the k GPUs of the node where the k-th of them fits soonest. Each GPU is played
+    forward at its type's alpha."""
     holds: dict[tuple[str, int], Hold] = {}
     if not max_holds:
         return holds
@@ -92,6 +94,7 @@ def held_gpus(snapshot: ClusterSnapshot, limits: Limits, alpha: float, uid: str,
                             table.jobs_matrix(rows, width, table.jobs.started_at), snapshot.now)
     mib_held = table.jobs_matrix(rows, width, table.jobs.mib)
     taken = np.zeros(len(rows), dtype=bool)
+    alpha = np.broadcast_to(alphas.rows(table), len(rows))
     for waiter in due[:max_holds]:
         mib = np.full(len(table.layouts), np.nan)
         seconds = np.full(len(table.layouts), np.nan)
@@ -108,7 +111,7 @@ def held_gpus(snapshot: ClusterSnapshot, limits: Limits, alpha: float, uid: str,
         wait[candidate] = waits_until_fit_s(
             remaining[candidate], mib_held[candidate], table.gpu_jobs[candidate],
             table.gpu_free[candidate], table.gpu_capacity[candidate], row_mib[candidate],
-            row_limit[candidate], alpha)
+            row_limit[candidate], alpha[candidate])
         row_seconds = seconds[table.gpu_layout]
         if waiter.gpus > 1:
             rows_held, soonest = _soonest_together(table, wait, row_seconds, waiter.gpus)
@@ -122,7 +125,8 @@ def held_gpus(snapshot: ClusterSnapshot, limits: Limits, alpha: float, uid: str,
         for row in rows_held.tolist():
             node = table.names[int(table.gpu_node[row])]
             holds[node, int(table.gpu_index[row])] = Hold(waiter.uid, float(row_mib[row]),
-                                                           float(soonest), snapshot.now, alpha,
+                                                           float(soonest), snapshot.now,
+                                                           float(alpha[row]),
                                                            int(row_limit[row]))
     return holds
 

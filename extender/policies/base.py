@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar, NamedTuple
 
 import numpy as np
@@ -72,16 +72,24 @@ class ScoringPolicy(ABC):
             raise ValueError("no GPU to cost")
         return best
 
-    def costs_s(self, remaining: np.ndarray, work_s: np.ndarray) -> np.ndarray:
+    def with_alpha(self, alpha: float) -> ScoringPolicy:
+        """This policy at another collocation slowdown (the GPU type's learned one)."""
+        return self if alpha == self.alpha else replace(self, alpha=alpha)
+
+    def costs_s(self, remaining: np.ndarray, work_s: np.ndarray,
+                alpha: float | np.ndarray | None = None) -> np.ndarray:
         """`cost_s` for many GPUs: row i is a GPU whose jobs have `remaining[i]` seconds of
-        work left (queue order; 0 pads a shorter row), priced for a job of `work_s[i]`.
+        work left (queue order; 0 pads a shorter row), priced for a job of `work_s[i]` at
+        `alpha` (one per row, or one for all; None: the policy's own).
 
         This default asks `cost_s` GPU by GPU; the registered policies override it with
         the same arithmetic in numpy (`extender.policies.timeline_arrays`)."""
+        alphas = np.broadcast_to(self.alpha if alpha is None else alpha, len(remaining))
         costs = np.empty(len(remaining))
         for i, (row, work) in enumerate(zip(remaining.tolist(), work_s.tolist(), strict=True)):
             jobs = tuple(QueuedJob("", 0.0, left) for left in row if left > 0)
-            costs[i] = self.cost_s(GpuState("", 0, 0, jobs), work, 0.0)
+            costs[i] = self.with_alpha(float(alphas[i])).cost_s(GpuState("", 0, 0, jobs), work,
+                                                                 0.0)
         return costs
 
     def scores(self, placements: Mapping[str, Placement]) -> dict[str, float]:

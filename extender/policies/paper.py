@@ -26,5 +26,6 @@ class Paper(ScoringPolicy):
     def cost_s(self, gpu: GpuState, work_s: float, now: float) -> float:
         return sum(remaining_s(job, now) for job in gpu.jobs) + work_s
 
-    def costs_s(self, remaining: np.ndarray, work_s: np.ndarray) -> np.ndarray:
-        return paper_costs_s(remaining, work_s)
+    def costs_s(self, remaining: np.ndarray, work_s: np.ndarray,
+                alpha: float | np.ndarray | None = None) -> np.ndarray:
+        return paper_costs_s(remaining, work_s)  # sums: no sharing played forward

@@ -25,5 +25,6 @@ class Shared(ScoringPolicy):
     def cost_s(self, gpu: GpuState, work_s: float, now: float) -> float:
         return shared_completion_s(work_s, [remaining_s(j, now) for j in gpu.jobs], self.alpha)
 
-    def costs_s(self, remaining: np.ndarray, work_s: np.ndarray) -> np.ndarray:
-        return shared_completions_s(remaining, work_s, self.alpha)
+    def costs_s(self, remaining: np.ndarray, work_s: np.ndarray,
+                alpha: float | np.ndarray | None = None) -> np.ndarray:
+        return shared_completions_s(remaining, work_s, self.alpha if alpha is None else alpha)

@@ -119,7 +119,7 @@ CHANGES = """
 local since = ARGV[1]
 local out = {redis.call('GET', 'st:epoch') or '', redis.call('GET', 'st:rev') or '0',
              redis.call('GET', KEYS[1]) or '0', redis.call('HVALS', 'st:waiting'),
-             redis.call('HGETALL', 'st:floors')}
+             redis.call('HGETALL', 'st:floors'), redis.call('HGETALL', 'st:interference')}
 for _, queue in ipairs(redis.call('ZRANGEBYSCORE', 'st:changed', '(' .. since, '+inf')) do
   local rows = {}
   for _, uid in ipairs(redis.call('ZRANGE', queue, 0, -1)) do

@@ -18,6 +18,7 @@ from extender.core.annotations import MAX_GPUS
 from extender.model import JobRecord, NodeGpus, QueuedJob, Waiter
 
 MAX_FLOOR_MIB = 2**20  # 1 TiB: a larger OOM floor is not a reading of any GPU
+MAX_ALPHA = 10.0  # EXTENDER_INTERFERENCE_ALPHA's own bound
 
 
 def live_waiters(raw: list[str], now: float) -> tuple[Waiter, ...]:
@@ -95,6 +96,18 @@ def gpu_list(text: Any) -> tuple[int, ...]:
 
 
 UNREADABLE_PREDICTED_S = 86_400.0  # a queued job whose predicted time cannot be read
+
+
+def alphas_from_pairs(pairs: list[str]) -> dict[str, float]:
+    """Learned collocation slowdowns as stored (GPU type -> alpha; `GPU type|runs` fields
+    are for operators); unreadable or out-of-range values are left out (the configured
+    alpha then applies)."""
+    alphas = {}
+    for key, raw in as_mapping(pairs).items():
+        alpha = reading(raw, math.nan)
+        if "|" not in key and alpha <= MAX_ALPHA:
+            alphas[key] = alpha
+    return alphas
 
 
 def queued_jobs(rows: list[str]) -> tuple[QueuedJob, ...]:

@@ -25,7 +25,8 @@ Key layout (human readable; every key is built by the helpers below):
                                     the passing nodes, grouped as [[layout row, [node
                                     names]], ...]; held GPUs; expires after `demand_ttl_s`)
     st:observations         stream  finished runs (model, task, batch, units, gpu_type,
-                                    seconds, oom, outcome)
+                                    node, gpus, started_at, seconds, predicted_s,
+                                    reserved_mib, oom, outcome)
     st:ooms                 set     OOM kills seen, one member per pod/container/restart
     st:waiting              hash    pod UID -> JSON waiter: pod, since, expires_at, needs
                                     ({gpu type: [padded MiB, predicted s]}) for annotated
@@ -38,6 +39,11 @@ Key layout (human readable; every key is built by the helpers below):
                                     (consumer group `event-posters`: the monitors)
     st:floors               hash    job type (model|task|batch|GPU type) -> the least MiB it
                                     may reserve after an OOM kill of it (only ever raised)
+    st:interference         hash    GPU type -> the collocation slowdown alpha the monitor
+                                    learned from observed runs, and GPU type|runs -> how
+                                    many runs it rests on (`extender.core.interference`;
+                                    replaced at each refit; a type absent: the configured
+                                    alpha)
     st:models               hash    model name -> JSON entry of a model users registered
                                     (`estimator.registered`: features or a transformer
                                     configuration); st:models:rev bumped on every change
@@ -66,6 +72,7 @@ import orjson
 import redis
 
 from extender.core import gpu_table
+from extender.core.interference import AlphaFit
 from extender.errors import Conflict, StoreUnavailable
 from extender.model import (
     ClusterSnapshot, Decision, FilterRecord, JobRecord, NodeGpus, NodeState, PodDemand,
@@ -73,7 +80,8 @@ from extender.model import (
 )  # fmt: skip
 from extender.state import lua
 from extender.state.records import (
-    floors_from_pairs, gpu_list, job_from_mapping, job_from_pairs, layout_from_json,
+    alphas_from_pairs, floors_from_pairs, gpu_list, job_from_mapping, job_from_pairs,
+    layout_from_json,
     live_waiters, queued_jobs, reading,
 )
 from extender.state.queue_mirror import QueueMirror
@@ -94,6 +102,7 @@ DECISIONS_KEY = "st:decisions"
 POSTERS_GROUP = "event-posters"  # the monitors' consumer group on the decision log
 DECISIONS_MAXLEN = 2_000
 FLOORS_KEY = "st:floors"
+INTERFERENCE_KEY = "st:interference"  # GPU type -> learned alpha (the monitor's fit)
 OWNER_RUNS_KEY = "st:owner-runs"
 MODELS_KEY = "st:models"
 MODELS_REV_KEY = "st:models:rev"
@@ -161,7 +170,7 @@ class RedisStore:
         with self._mirror_lock:
             if sync or self._synced is None:
                 self._synced = self._sync_mirror()
-            nodes_rev, waiting, floors = self._synced
+            nodes_rev, waiting, floors, alphas = self._synced
             watched = self._layouts(nodes_rev)  # re-read only when the watcher changed one
             mirror = self._mirror
             states: Mapping[str, NodeState]
@@ -176,19 +185,20 @@ class RedisStore:
                 states = {name: mirror.node_state(name, layout, now)
                           for name, layout in layouts.items()}  # fmt: skip
         return ClusterSnapshot(now=now, nodes=states, waiting=live_waiters(waiting, now),
-                               floors=floors_from_pairs(floors))
+                               floors=floors_from_pairs(floors),
+                               alphas=alphas_from_pairs(alphas))
 
-    def _sync_mirror(self) -> tuple[str, list[str], list[str]]:
+    def _sync_mirror(self) -> tuple[str, list[str], list[str], list[str]]:
         """Bring the mirror up to date: one script call returning only what changed.
 
-        Returns the node layouts' rev, the raw waiters and OOM floors, read in the same
-        call."""
+        Returns the node layouts' rev, the raw waiters, OOM floors and learned alphas,
+        read in the same call."""
         mirror = self._mirror
-        epoch, rev, nodes_rev, waiting, floors, *changed = self._call(
+        epoch, rev, nodes_rev, waiting, floors, alphas, *changed = self._call(
             self._changes, keys=[NODES_REV_KEY], args=[mirror.rev])
         if epoch != mirror.epoch or int(rev) < mirror.rev:
             mirror.reset(epoch)
-            _, rev, nodes_rev, waiting, floors, *changed = self._call(
+            _, rev, nodes_rev, waiting, floors, alphas, *changed = self._call(
                 self._changes, keys=[NODES_REV_KEY], args=[0])
         updates = []
         for queue, rows in zip(changed[::2], changed[1::2], strict=True):
@@ -196,7 +206,7 @@ class RedisStore:
             if index.isascii() and index.isdigit():  # else no helper built it: not a GPU
                 updates.append((node, int(index), queued_jobs(rows)))
         mirror.apply(int(rev), updates)
-        return nodes_rev, waiting, floors
+        return nodes_rev, waiting, floors, alphas
 
     def raise_floor(self, job_type: str, mib: float) -> float:
         """Let the job type reserve at least `mib` from now on (a floor only rises);
@@ -532,6 +542,28 @@ class RedisStore:
 
     def observations(self) -> list[dict[str, str]]:
         return [fields for _, fields in self._call(self._redis.xrange, OBSERVATIONS_KEY)]
+
+    def recent_observations(self, count: int) -> list[dict[str, str]]:
+        """The last `count` observations, newest first."""
+        return [fields for _, fields in self._call(self._redis.xrevrange, OBSERVATIONS_KEY,
+                                                   count=count)]
+
+    def set_alphas(self, fits: Iterable[AlphaFit]) -> None:
+        """Publish the monitor's collocation slowdowns per GPU type (replacing the last
+        fit): every worker's next snapshot reads them."""
+        mapping = {}
+        for fit in fits:
+            mapping[fit.gpu_type] = repr(fit.alpha)
+            mapping[f"{fit.gpu_type}|runs"] = f"{fit.runs} ({fit.shared_runs} shared)"
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.delete(INTERFERENCE_KEY)
+        if mapping:
+            pipe.hset(INTERFERENCE_KEY, mapping=mapping)
+        self._call(pipe.execute)
+
+    def learned_alphas(self) -> dict[str, float]:
+        """The published collocation slowdowns, GPU type -> alpha (for operators)."""
+        return alphas_from_pairs(self._call(self._redis.hgetall, INTERFERENCE_KEY))
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:

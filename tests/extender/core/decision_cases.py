@@ -38,6 +38,7 @@ from typing import Any
 from extender.core.filtering import decide_filter
 from extender.core.job import PodJob
 from extender.core.prioritizing import decide_scores
+from extender.core.interference import Alphas
 from extender.core.room import held_gpus
 from extender.model import (
     ClusterSnapshot, FilterRecord, GpuState, JobRecord, Limits, Need, NodeGpus, NodeState,
@@ -165,8 +166,8 @@ def decisions(job: PodJob, settings: Settings, layouts: dict[str, NodeGpus | Non
     snap = job.snapshot
     decision = decide_filter(job, layouts, settings)
     record = decision.record or FilterRecord(job.demand)
-    holds = held_gpus(snap, settings.collocation, settings.interference_alpha, job.demand.uid,
-                      settings.hold_for, settings.hold_after_s)
+    holds = held_gpus(snap, settings.collocation, Alphas(settings.interference_alpha),
+                      job.demand.uid, settings.hold_for, settings.hold_after_s)
     out: dict[str, Any] = {
         "verdicts": [[v.fits, reasons.setdefault(v.reason, len(reasons)), v.gpu_index,
                       v.unresolvable] for v in (decision.verdicts[n] for n in layouts)],

@@ -6,6 +6,7 @@ import pytest
 from extender.core import gpu_table
 from extender.core.filtering import filter_nodes, node_verdict
 from extender.core.prioritizing import node_placement, score_nodes
+from extender.core.interference import Alphas
 from extender.core.room import held_gpus
 from extender.model import ClusterSnapshot, Limits, Need, Waiter
 from extender.policies import make_policy
@@ -90,7 +91,7 @@ def test_a_held_gpu_that_would_make_up_the_count_is_named() -> None:
     node = node_state("n", [[queued("a", 16000, 200, started=now - 100)], []])
     waiting = (Waiter("w", 0.0, {"RTX-3090": (20000.0, 300.0)}),)
     snap = ClusterSnapshot(now=now, nodes={"n": node}, waiting=waiting)
-    holds = held_gpus(snap, LIMITS, 0.47, "p", 1)
+    holds = held_gpus(snap, LIMITS, Alphas(0.47), "p", 1)
     assert list(holds) == [("n", 1)]  # the idle GPU: the waiter fits there now
     verdict = node_verdict(node, _need(5000, 500, 2), LIMITS, holds)  # 5000 + 20000 > 24576
     assert not verdict.fits

@@ -2,6 +2,7 @@
 
 from extender.core.filtering import filter_nodes
 from extender.core.prioritizing import score_nodes
+from extender.core.interference import Alphas
 from extender.core.room import Hold, held_from, held_gpus
 from extender.model import ClusterSnapshot, Need, Waiter
 from extender.policies.marginal import Marginal
@@ -18,18 +19,18 @@ def _waiting_cluster(now: float, since: float) -> ClusterSnapshot:
 
 def test_the_oldest_waiter_holds_the_gpu_where_it_fits_soonest() -> None:
     snap = _waiting_cluster(now=1000.0, since=600.0)
-    holds = held_gpus(snap, LIMITS, 0.47, uid="p", max_holds=1, after_s=300)
+    holds = held_gpus(snap, LIMITS, Alphas(0.47), uid="p", max_holds=1, after_s=300)
     # The big card frees in 100 s (a: 100 s left, alone); the other card in 500 s.
     assert holds == {("big", 0): Hold("w", 20000.0, 100.0, 1000.0, 0.47, 2)}
     # Too young to hold; and a waiter never holds against itself or an older pod.
-    assert held_gpus(snap, LIMITS, 0.47, "p", 1, after_s=500) == {}
-    assert held_gpus(snap, LIMITS, 0.47, "w", 1, after_s=0) == {}
-    assert held_gpus(snap, LIMITS, 0.47, "p", 0, after_s=0) == {}
+    assert held_gpus(snap, LIMITS, Alphas(0.47), "p", 1, after_s=500) == {}
+    assert held_gpus(snap, LIMITS, Alphas(0.47), "w", 1, after_s=0) == {}
+    assert held_gpus(snap, LIMITS, Alphas(0.47), "p", 0, after_s=0) == {}
 
 
 def test_a_held_gpu_takes_only_jobs_that_fit_beside_the_waiter() -> None:
     snap = _waiting_cluster(now=1000.0, since=600.0)
-    holds = held_gpus(snap, LIMITS, 0.47, "p", 1, after_s=300)
+    holds = held_gpus(snap, LIMITS, Alphas(0.47), "p", 1, after_s=300)
     small_job = {"RTX-3090": Need(4000, 50)}  # fits the 8576 MiB free on big
     tiny_job = {"RTX-3090": Need(500, 50)}  # 500 + 20000 > 8576 free: not beside it
     free = filter_nodes(snap.nodes, small_job, LIMITS)
@@ -49,7 +50,7 @@ def test_a_held_gpu_takes_only_jobs_that_fit_beside_the_waiter() -> None:
     # An empty held card still has room beside the waiter for a small job.
     empty = ClusterSnapshot(now=1000.0, nodes={"big": node_state("big", [[]])},
                             waiting=snap.waiting)
-    holds = held_gpus(empty, LIMITS, 0.47, "p", 1, after_s=300)
+    holds = held_gpus(empty, LIMITS, Alphas(0.47), "p", 1, after_s=300)
     assert filter_nodes(empty.nodes, small_job, LIMITS, holds)["big"].fits
     assert not filter_nodes(empty.nodes, {"RTX-3090": Need(5000, 1)}, LIMITS, holds)["big"].fits
 
@@ -66,12 +67,13 @@ def test_a_waiter_on_several_gpus_holds_them_together_where_the_last_fits_soones
     waiter = Waiter("w", 100.0, {"RTX-3090": (20000.0, 300.0)}, "ml/w", gpus=2)
     snap = ClusterSnapshot(now=now, nodes={"quick": quick, "steady": steady, "lone": lone},
                            waiting=(waiter,))
-    holds = held_gpus(snap, LIMITS, 0.47, "p", max_holds=1, after_s=0)
+    holds = held_gpus(snap, LIMITS, Alphas(0.47), "p", max_holds=1, after_s=0)
     assert sorted(holds) == [("steady", 0), ("steady", 1)]
     assert {h.fits_in_s for h in holds.values()} == {300.0}  # when the second one frees
     # One GPU a 2-GPU waiter holds alone keeps nothing: a node with fewer GPUs is never held.
-    assert held_gpus(ClusterSnapshot(now, {"lone": lone}, (waiter,)), LIMITS, 0.47, "p", 1) == {}
+    assert held_gpus(ClusterSnapshot(now, {"lone": lone}, (waiter,)), LIMITS, Alphas(0.47), "p",
+                     1) == {}
     # The same waiter on one GPU holds the single soonest GPU (lone, free now).
     single = waiter._replace(gpus=1)
-    assert list(held_gpus(ClusterSnapshot(now, snap.nodes, (single,)), LIMITS, 0.47, "p", 1)) \
-        == [("lone", 0)]
+    held = held_gpus(ClusterSnapshot(now, snap.nodes, (single,)), LIMITS, Alphas(0.47), "p", 1)
+    assert list(held) == [("lone", 0)]

@@ -90,7 +90,8 @@ def test_state_json_holds_queues_waiting_pods_and_decisions(client, store, clock
     res = client.get("/ui/state.json")
     assert res.status_code == 200 and res.mimetype == "application/json"
     state = res.get_json()
-    assert set(state) == {"now", "nodes", "waiting", "floors", "decisions"} and state["now"] == clock()
+    assert set(state) == {"now", "nodes", "waiting", "floors", "interference", "decisions"}
+    assert state["now"] == clock() and state["interference"] == []  # no run has ended
 
     nodes = {node["node"]: node for node in state["nodes"]}
     assert list(nodes) == [n["metadata"]["name"] for n in NODES]
