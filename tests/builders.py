@@ -7,6 +7,7 @@ defaults these tests lean on: a resnet50 pod with a random uid, an RTX-3090 node
 
 from __future__ import annotations
 
+import copy
 import uuid
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,16 @@ def filter_args(pod: dict[str, Any], nodes: list[dict[str, Any]],
 
 def bind_args(pod: dict[str, Any], node: str) -> dict[str, str]:
     return encode_binding_args(pod, node)
+
+
+def bound(pod: dict[str, Any], node: str, annotations: dict[str, str],
+          scheduler: str = "schedtune-scheduler") -> dict[str, Any]:
+    """`pod` as the API server reports it after our bind: on `node`, placed by `scheduler`,
+    with the `annotations` bind wrote (a `RecordingBinder` call's last item)."""
+    pod = copy.deepcopy(pod)
+    pod["metadata"]["annotations"].update(annotations)
+    pod["spec"].update(nodeName=node, schedulerName=scheduler)
+    return pod
 
 
 def volcano_task(pod: dict[str, Any], node_name: str = "") -> dict[str, Any]:

@@ -8,7 +8,6 @@ permission would).
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 import threading
@@ -24,7 +23,7 @@ from extender.cluster.events import EventPoster
 from extender.cluster.monitor import Monitor
 from extender.model import Decision, NodeGpus
 from extender.settings import Settings
-from tests.builders import bind_args, filter_args, make_node, make_pod
+from tests.builders import bind_args, bound, filter_args, make_node, make_pod
 
 BIG = make_node("big", "NVIDIA-GeForce-RTX-3090", memory_mib=24576, replicas=4)
 BIG_LAYOUT = NodeGpus("NVIDIA-GeForce-RTX-3090", "RTX-3090", 1, 24576, share_slots=4)
@@ -80,10 +79,7 @@ def _filter(client, pod: dict) -> set[str]:
 def _bind(client, binder, pod: dict) -> dict:
     assert _filter(client, pod) == {"big"}
     assert client.post("/bind", json=bind_args(pod, "big")).get_json() == {"Error": ""}
-    bound = copy.deepcopy(pod)
-    bound["metadata"]["annotations"].update(binder.calls[-1][4])
-    bound["spec"].update(nodeName="big", schedulerName=OURS)
-    return bound
+    return bound(pod, "big", binder.calls[-1][4], OURS)
 
 
 def _count(reason: str, outcome: str) -> float:

@@ -14,7 +14,7 @@ from extender.core.interference import MIN_RUNS
 from extender.metrics import StateCollector
 from extender.model import Limits, NodeGpus
 from extender.settings import Settings
-from tests.builders import bind_args, filter_args, make_node, make_pod
+from tests.builders import bind_args, bound, filter_args, make_node, make_pod
 
 NODE = make_node("solo", "NVIDIA-GeForce-RTX-3090", count=1, memory_mib=24576, replicas=4)
 LAYOUT = NodeGpus("NVIDIA-GeForce-RTX-3090", "RTX-3090", 1, 24576, share_slots=4)
@@ -37,10 +37,7 @@ def _placed(client, binder, name: str) -> dict:
     out = client.post("/filter", json=filter_args(pod, [NODE])).get_json()
     assert [n["metadata"]["name"] for n in out["Nodes"]["items"]] == ["solo"], out
     assert client.post("/bind", json=bind_args(pod, "solo")).get_json() == {"Error": ""}
-    bound = copy.deepcopy(pod)
-    bound["metadata"]["annotations"].update(binder.calls[-1][4])
-    bound["spec"].update(nodeName="solo", schedulerName=OURS)
-    return bound
+    return bound(pod, "solo", binder.calls[-1][4], OURS)
 
 
 def _running(pod: dict, at: float) -> dict:

@@ -13,7 +13,7 @@ from extender.core.oom import next_floor
 from extender.model import RESERVED_MIB, JobRecord, NodeGpus, job_type
 from extender.settings import Settings
 from extender.web.app import create_app
-from tests.builders import bind_args, filter_args, make_node, make_pod
+from tests.builders import bind_args, bound, filter_args, make_node, make_pod
 
 BIG = make_node("big", "NVIDIA-GeForce-RTX-3090", count=4, memory_mib=24576, replicas=4)
 BIG_LAYOUT = NodeGpus("NVIDIA-GeForce-RTX-3090", "RTX-3090", 4, 24576, share_slots=4)
@@ -33,10 +33,7 @@ def _reserve(client, binder, name: str, batch: int = 32) -> tuple[dict, float]:
     out = client.post("/filter", json=filter_args(pod, [BIG])).get_json()
     assert [n["metadata"]["name"] for n in out["Nodes"]["items"]] == ["big"], out["FailedNodes"]
     assert client.post("/bind", json=bind_args(pod, "big")).get_json() == {"Error": ""}
-    bound = copy.deepcopy(pod)
-    bound["metadata"]["annotations"].update(binder.calls[-1][4])
-    bound["spec"].update(nodeName="big", schedulerName=OURS)
-    return bound, float(binder.calls[-1][4][RESERVED_MIB])
+    return bound(pod, "big", binder.calls[-1][4], OURS), float(binder.calls[-1][4][RESERVED_MIB])
 
 
 def _oom_killed(pod: dict, restart: int = 0) -> dict:
