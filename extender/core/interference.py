@@ -47,6 +47,7 @@ MIN_RUNS = 8  # usable runs of a GPU type before its alpha is published
 # which would keep the slow runs of a job and drop its fast ones.)
 MIN_PREDICTED_S = 60.0
 MAX_LOG_ERROR = 1.0  # a run's ln(seconds / predicted) is clipped this far from the median
+COMPANY_ROWS = 256  # overlaps computed this many runs at a time (memory: 256 x runs)
 GRID = np.round(np.arange(0.0, MAX_ALPHA + 0.005, 0.01), 2)
 
 
@@ -113,10 +114,14 @@ def company(runs: list[ObservedRun]) -> np.ndarray:
             continue
         idx = np.array(members)
         s, e = starts[idx], ends[idx]
-        overlap = np.minimum(e[:, None], e[None, :]) - np.maximum(s[:, None], s[None, :])
-        np.fill_diagonal(overlap, 0.0)
-        together = np.clip(overlap, 0.0, None).sum(axis=1)
+        together = np.zeros(len(idx))
+        for first in range(0, len(idx), COMPANY_ROWS):  # bounded memory on a busy GPU
+            rows = slice(first, first + COMPANY_ROWS)
+            overlap = (np.minimum(e[rows, None], e[None, :])
+                       - np.maximum(s[rows, None], s[None, :]))
+            together[rows] = np.clip(overlap, 0.0, None).sum(axis=1)
         duration = e - s
+        together -= np.clip(duration, 0.0, None)  # each run overlaps itself
         mean = np.divide(together, duration, out=np.zeros(len(idx)), where=duration > 0)
         out[idx] = np.maximum(out[idx], mean)
     return out
