@@ -16,6 +16,7 @@ from prometheus_client import REGISTRY
 from prometheus_client.metrics_core import Metric
 
 from extender import metrics
+from extender.core.interference import AlphaFit
 from extender.model import FilterRecord, JobRecord, Limits, NodeGpus, PodDemand, Waiter
 from extender.state.store import RedisStore
 
@@ -92,6 +93,7 @@ def families(store: RedisStore) -> list[Metric]:
     store.record_filter(FilterRecord(PodDemand("w", "w", "ml", "resnet50", "train", 32, 1)),
                         ttl_s=30, waiter=Waiter("w", 100, {"RTX-3090": (1.0, 1.0)}), now=100,
                         wait_ttl_s=60)
+    store.set_alphas([AlphaFit("RTX-3090", 0.6, 12, 9)])
     state = list(metrics.StateCollector(store, Limits(4, {}), clock=lambda: 100).collect())
     assert all(family.samples for family in state)  # every family produced, none empty
     return [f for f in (*REGISTRY.collect(), *state) if f.name.startswith("schedtune_")]
