@@ -18,7 +18,9 @@ from extender.core.annotations import MAX_GPUS
 from extender.model import JobRecord, NodeGpus, QueuedJob, Waiter
 
 MAX_FLOOR_MIB = 2**20  # 1 TiB: a larger OOM floor is not a reading of any GPU
-MAX_ALPHA = 10.0  # EXTENDER_INTERFERENCE_ALPHA's own bound
+# A stored alpha above this is no reading (EXTENDER_INTERFERENCE_ALPHA's own bound; the
+# monitor publishes at most `extender.core.interference.MAX_ALPHA`).
+MAX_STORED_ALPHA = 10.0
 
 
 def live_waiters(raw: list[str], now: float) -> tuple[Waiter, ...]:
@@ -105,7 +107,7 @@ def alphas_from_pairs(pairs: list[str]) -> dict[str, float]:
     alphas = {}
     for key, raw in as_mapping(pairs).items():
         alpha = reading(raw, math.nan)
-        if "|" not in key and alpha <= MAX_ALPHA:
+        if "|" not in key and alpha <= MAX_STORED_ALPHA:
             alphas[key] = alpha
     return alphas
 
