@@ -57,7 +57,10 @@ def decode_args(body: Any, layouts: NodeLayouts | None = None) -> ExtenderArgs:
         items = require_object(nodes_obj, "Nodes").get("items") or []
         if not isinstance(items, list):
             raise BadRequest("Nodes.items must be a list")
-        decoded = [decode_node(item, f"Nodes.items[{i}]", layouts) for i, item in enumerate(items)]
+        decoded = layouts.known(items) if layouts is not None else None
+        if decoded is None:
+            decoded = [decode_node(item, f"Nodes.items[{i}]", layouts)
+                       for i, item in enumerate(items)]
         return ExtenderArgs(pod, dict(decoded), items)
     if names is None:
         raise BadRequest("one of Nodes or NodeNames is required")

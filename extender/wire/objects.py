@@ -84,6 +84,28 @@ class NodeLayouts:
                 self._layouts.move_to_end(version)
         return layout
 
+    def known(self, nodes: list[Any]) -> list[tuple[str, NodeGpus]] | None:
+        """(name, layout) of every node in `nodes` when each is a v1.Node version already
+        parsed, else None (and `decode_node` judges them one by one): a full-nodes request
+        resends the same versions pod after pod, so one lock and one loop answer it."""
+        found = []
+        with self._lock:
+            layouts = self._layouts
+            for node in nodes:
+                meta = node.get("metadata") if type(node) is dict else None
+                if type(meta) is not dict:
+                    return None
+                version = (meta.get("name"), meta.get("uid"), meta.get("resourceVersion"))
+                try:
+                    layout = layouts.get(version)
+                except TypeError:  # unhashable, so not a version
+                    return None
+                if layout is None:
+                    return None
+                layouts.move_to_end(version)
+                found.append((version[0], layout))
+        return found
+
     def put(self, version: NodeVersion, layout: NodeGpus) -> None:
         with self._lock:
             self._layouts[version] = layout

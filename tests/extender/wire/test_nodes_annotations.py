@@ -9,7 +9,7 @@ from extender.wire.node_labels import gpus_from_node
 from extender.wire.objects import (
     DNS_LABEL, DNS_SUBDOMAIN, POD_UID, NodeLayouts, decode_node, require_name,
 )  # fmt: skip
-from tests.builders import make_node
+from tests.builders import make_node, make_pod
 
 
 def test_gfd_labels_time_slicing_and_volcano_memory() -> None:
@@ -73,6 +73,33 @@ def test_node_layout_is_parsed_once_per_resource_version() -> None:
     bad["metadata"]["name"] = ""
     with pytest.raises(BadRequest, match="metadata.name"):
         decode_node(bad, "n", layouts)
+
+
+def test_a_request_of_remembered_versions_is_answered_in_one_pass() -> None:
+    from extender.wire.kube import decode_args
+
+    layouts = NodeLayouts()
+    nodes = [make_node(f"n{i}", product="Tesla-T4", count=i + 1) for i in range(3)]
+    for i, node in enumerate(nodes):
+        node["metadata"].update(uid=f"uid-{i}", resourceVersion="5")
+    assert layouts.known(nodes) is None  # nothing parsed yet
+    body = {"Pod": make_pod(), "Nodes": {"items": nodes}}
+    first = decode_args(body, layouts).nodes
+    assert layouts.known(nodes) == list(first.items())
+    assert decode_args(body, layouts).nodes == first
+    changed = copy.deepcopy(nodes)
+    changed[2]["metadata"]["resourceVersion"] = "6"
+    changed[2]["metadata"]["labels"]["nvidia.com/gpu.count"] = "8"
+    assert layouts.known(changed) is None  # one new version: judged node by node
+    assert decode_args({**body, "Nodes": {"items": changed}}, layouts).nodes["n2"].count == 8
+    unhashable = copy.deepcopy(nodes)
+    unhashable[1]["metadata"]["uid"] = ["not", "hashable"]
+    assert layouts.known(unhashable) is None
+    assert decode_args({**body, "Nodes": {"items": unhashable}}, layouts).nodes == first
+    for broken in ({"metadata": "x"}, "x", {"metadata": {**nodes[1]["metadata"], "name": ""}}):
+        assert layouts.known([nodes[0], broken]) is None
+        with pytest.raises(BadRequest, match=r"Nodes.items\[1\]"):
+            decode_args({**body, "Nodes": {"items": [nodes[0], broken]}}, layouts)
 
 
 def test_remembered_node_layouts_are_bounded_least_recently_used_first() -> None:
