@@ -92,10 +92,9 @@ class NodeLayouts:
         with self._lock:
             layouts = self._layouts
             for node in nodes:
-                meta = node.get("metadata") if type(node) is dict else None
-                if type(meta) is not dict:
+                version = _version_of(node)
+                if version is None:
                     return None
-                version = (meta.get("name"), meta.get("uid"), meta.get("resourceVersion"))
                 try:
                     layout = layouts.get(version)
                 except TypeError:  # unhashable, so not a version
@@ -246,9 +245,7 @@ def controller_of(meta: dict[str, Any]) -> str:
 
 def decode_node(node: Any, where: str, layouts: NodeLayouts | None = None) -> tuple[str, NodeGpus]:
     """A v1.Node object -> (name, GPU layout); a version `layouts` knows is not parsed again."""
-    meta = node.get("metadata") if isinstance(node, dict) else None
-    if layouts is not None and isinstance(meta, dict):
-        version = (meta.get("name"), meta.get("uid"), meta.get("resourceVersion"))
+    if layouts is not None and (version := _version_of(node)) is not None:
         known = layouts.get(version)
         if known is not None:
             return version[0], known
@@ -265,6 +262,15 @@ def decode_node(node: Any, where: str, layouts: NodeLayouts | None = None) -> tu
     if layouts is not None and _is_version(version):
         layouts.put(version, layout)
     return name, layout
+
+
+def _version_of(node: Any) -> NodeVersion | None:
+    """(name, uid, resourceVersion) as a v1.Node object states them (unchecked: they may
+    be of any JSON type); None when `node` or its metadata is not an object."""
+    meta = node.get("metadata") if isinstance(node, dict) else None
+    if not isinstance(meta, dict):
+        return None
+    return meta.get("name"), meta.get("uid"), meta.get("resourceVersion")
 
 
 def _is_version(version: NodeVersion) -> bool:

@@ -5,6 +5,7 @@ import pytest
 from extender.core.annotations import AnnotationError, parse_demand
 from extender.errors import BadRequest
 from extender.model import PodInfo
+from extender.wire.kube import decode_args
 from extender.wire.node_labels import gpus_from_node
 from extender.wire.objects import (
     DNS_LABEL, DNS_SUBDOMAIN, POD_UID, NodeLayouts, decode_node, require_name,
@@ -76,8 +77,6 @@ def test_node_layout_is_parsed_once_per_resource_version() -> None:
 
 
 def test_a_request_of_remembered_versions_is_answered_in_one_pass() -> None:
-    from extender.wire.kube import decode_args
-
     layouts = NodeLayouts()
     nodes = [make_node(f"n{i}", product="Tesla-T4", count=i + 1) for i in range(3)]
     for i, node in enumerate(nodes):
