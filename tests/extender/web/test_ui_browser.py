@@ -20,7 +20,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from selenium.common.exceptions import StaleElementReferenceException
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
@@ -104,6 +103,22 @@ def _renders(browser: WebDriver) -> int:
 def _open(browser: WebDriver, url: str, renders: int = 1) -> None:
     browser.get(url)
     _wait(browser, lambda b: _renders(b) >= renders)
+
+
+def _hold_still(browser: WebDriver) -> None:
+    """Stop the page's refresh loop: the next refresh is not scheduled, and the one already
+    pending (or in flight) is waited out, so the page keeps one render until `_resume`."""
+    browser.execute_script("window.heldSetTimeout = window.setTimeout;"
+                           "window.setTimeout = () => 0;")
+    renders = _renders(browser)
+    _wait(browser, lambda b: _renders(b) > renders)
+
+
+def _resume(browser: WebDriver) -> None:
+    """Restart the refresh loop held by `_hold_still` (one refresh now, awaited)."""
+    renders = _renders(browser)
+    browser.execute_script("window.setTimeout = window.heldSetTimeout; refresh();")
+    _wait(browser, lambda b: _renders(b) > renders)
 
 
 def _wait(browser: WebDriver, condition: Callable[[WebDriver], object]) -> None:
@@ -191,13 +206,9 @@ def test_the_page_draws_nodes_gpus_jobs_waiting_pods_and_decisions(
             "waiting", "default/vgg16-b64", "", state["decisions"][0]["message"]]
         assert _texts(_css(rows[-1], "td"))[0] == "14:13:20"  # the first bind, at NOW
 
-    for attempt in range(3):  # the content is the same at every render (clock and store fixed)
-        try:
-            drawn()
-            break
-        except StaleElementReferenceException:  # the page re-rendered (every 3 s) mid-read
-            if attempt == 2:
-                raise
+    _hold_still(browser)  # the reads take seconds on a loaded machine: no re-render mid-read
+    drawn()
+    _resume(browser)
     if path := os.environ.get("SCHEDTUNE_UI_SCREENSHOT"):
         _screenshot(browser, path)
 
