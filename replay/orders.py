@@ -97,7 +97,8 @@ def _percentile(values: list[float], q: float) -> float:
 def summarise(per_order: list[dict], reference: str = "ours") -> dict[str, Any]:
     """Per policy and figure: median, p10, p90 and worst over the orders; and for
     `reference` against each other policy, per figure of `VERSUS`: orders it wins (lower),
-    loses, ties, and its median and worst gap (reference / other - 1, in %)."""
+    loses, ties, its median and worst gap (reference / other - 1, in %), the gap between the
+    two policies' medians, and the orders where it is more than 5 % behind."""
     policies = list(per_order[0]["policies"]) if per_order else []
     summary: dict[str, Any] = {}
     for policy in policies:
@@ -122,10 +123,13 @@ def summarise(per_order: list[dict], reference: str = "ours") -> dict[str, Any]:
                 if not pairs:
                     continue
                 gaps = [100 * (mine / theirs - 1) for mine, theirs in pairs]
+                medians = [statistics.median(side) for side in zip(*pairs, strict=True)]
                 versus[other][figure] = {
                     "wins": sum(g < 0 for g in gaps), "losses": sum(g > 0 for g in gaps),
                     "ties": sum(g == 0 for g in gaps),
                     "median_gap_pct": round(statistics.median(gaps), 2),
-                    "worst_gap_pct": round(max(gaps), 2)}
+                    "medians_gap_pct": round(100 * (medians[0] / medians[1] - 1), 2),
+                    "worst_gap_pct": round(max(gaps), 2),
+                    "behind_5pct": sum(g > 5 for g in gaps)}
     return {"orders": len(per_order), "summary": summary, "reference": reference,
             "versus": versus}

@@ -68,7 +68,12 @@ def render(report: dict) -> str:
 def render_summary(report: dict) -> str:
     """Many orders: per policy the median [p10, p90] and worst of each figure, then the
     reference policy's wins and losses against each other."""
-    lines = [*header(report), f"orders: {report['orders']}", ""]
+    lines = [*header(report), f"orders: {report['orders']}"]
+    for label, run in report.get("combined", {}).items():
+        differs = "; ".join(f"{key} {value}" for key, value in run["differs"].items())
+        lines.append(f"  {label}: {', '.join(run['policies'])}"
+                     + (f"; run with {differs}" if differs else ""))
+    lines.append("")
     head = f"{'policy':>17}" + "".join(f" {title:>26}" for _, title, _ in SUMMARY_FIGURES)
     lines.append(head)
     lines.append(f"{'':>17}" + "".join(f" {'median [p10, p90] worst':>26}"
@@ -86,7 +91,8 @@ def render_summary(report: dict) -> str:
         ref = report["reference"]
         for other, figures in report["versus"].items():
             parts = [f"{key.removesuffix('_s')} {v['wins']}-{v['losses']} (median "
-                     f"{v['median_gap_pct']:+.1f} %, worst {v['worst_gap_pct']:+.1f} %)"
+                     f"{v['median_gap_pct']:+.1f} %, medians {v['medians_gap_pct']:+.1f} %, "
+                     f"worst {v['worst_gap_pct']:+.1f} %, > 5 % behind in {v['behind_5pct']})"
                      for key, v in figures.items()]
             lines.append(f"{ref} vs {other}: wins-losses " + ", ".join(parts))
     return "\n".join(lines)

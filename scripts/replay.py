@@ -8,6 +8,7 @@ extender over HTTP, with baselines in the same run, world and arrivals.
         --cluster "T4:8x4,A10:4x4,L4:4x4,A100-80GB:2x8" --plots out/
     schedtune replay --workload openb --trace-dir clusterdata/cluster-trace-gpu-v2023/csv
     schedtune replay --cluster-file my-cluster.yaml --jobs-file my-jobs.csv
+    schedtune replay --combine base.json variant.json --reference ours@variant
 
 Starts an embedded Redis (or uses REDIS_URL) and the extender app on 127.0.0.1 with its
 clock on simulated time. Ours is the extender as the environment's ``EXTENDER_*`` variables
@@ -31,6 +32,7 @@ from estimator.data import DEFAULT_DATA_DIR  # noqa: E402
 from estimator.errors import EstimatorError  # noqa: E402
 from extender.settings import SettingsError  # noqa: E402
 from replay import openb  # noqa: E402
+from replay.combine import combine  # noqa: E402
 from replay.folds import default_cache, train_folds  # noqa: E402
 from replay.orders import run_orders, summarise  # noqa: E402
 from replay.report import as_text, plot, plot_orders  # noqa: E402
@@ -86,6 +88,11 @@ def _parser() -> argparse.ArgumentParser:
                         help="where held-out artefacts are trained (never profiles/)")
     parser.add_argument("--sensitivity", action="store_true",
                         help="also report makespan and JCT at 2 s and 30 s start-up")
+    parser.add_argument("--combine", type=Path, nargs="+", metavar="JSON",
+                        help="replay nothing: read the --json reports of --orders runs of one "
+                        "workload and summarise their shared orders together")
+    parser.add_argument("--reference", help="--combine: the policy the others are compared "
+                        "with (default ours; a policy several reports ran is POLICY@FILE-STEM)")
     parser.add_argument("--plots", type=Path, help="write PNG figures here")
     parser.add_argument("--json", action="store_true")
     return parser
@@ -159,6 +166,8 @@ def _orders(args: argparse.Namespace, workload: str, jobs):  # type: ignore[no-u
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.combine:
+        return _combine(args)
     _validate(parser, args)
     try:
         workload, jobs, nodes, world = _workload(parser, args)
@@ -181,6 +190,30 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(json.dumps(report, indent=2) if args.json else as_text(report))
     return 0
+
+
+def _combine(args: argparse.Namespace) -> int:
+    """Print the reports `--combine` names side by side (`replay.combine`)."""
+    try:
+        reports = [(path.stem, _read_report(path)) for path in args.combine]
+        labels = [label for label, _ in reports]
+        reports = [(label if labels.count(label) == 1 else f"{label}#{i + 1}", report)
+                   for i, (label, report) in enumerate(reports)]
+        report = combine(reports, args.reference)
+        if args.plots:
+            report["plots"] = [str(p) for p in plot_orders(args.plots, report["per_order"])]
+    except (ReplayError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(report, indent=2) if args.json else as_text(report))
+    return 0
+
+
+def _read_report(path: Path) -> dict:
+    try:
+        return json.loads(path.read_bytes())
+    except ValueError as exc:  # not JSON, or not UTF-8
+        raise ReplayError(f"{path}: not a JSON report ({exc})") from exc
 
 
 def _many(args: argparse.Namespace, workload: str, jobs, nodes, scenario: Scenario,  # type: ignore[no-untyped-def]

@@ -28,10 +28,15 @@ def test_summary_statistics_and_wins_against_each_baseline() -> None:
     assert report["summary"]["ours"]["mem_util"]["worst"] == 0.5  # higher is better: min
     assert report["summary"]["ours"]["oom_count"]["worst"] == 1
     versus = report["versus"]["schedtune-paper"]
+    # Per-order gaps -10, +10, -5, 0 %; medians 97.5 against 100; one order 10 % behind.
     assert versus["makespan_s"] == {"wins": 2, "losses": 1, "ties": 1,
-                                    "median_gap_pct": -2.5, "worst_gap_pct": 10.0}
+                                    "median_gap_pct": -2.5, "medians_gap_pct": -2.5,
+                                    "worst_gap_pct": 10.0, "behind_5pct": 1}
     assert versus["avg_jct_s"]["wins"] == 2 and versus["avg_jct_s"]["losses"] == 1
     assert versus["avg_jct_s"]["worst_gap_pct"] == 100.0
+    # JCT gaps -16.7, 0, -20, +100 %: their median is -8.3 %; the medians 10 and 10 tie.
+    assert versus["avg_jct_s"]["median_gap_pct"] == -8.33
+    assert versus["avg_jct_s"]["medians_gap_pct"] == 0.0 and versus["avg_jct_s"]["behind_5pct"] == 1
 
 
 def test_each_worker_gets_its_own_database() -> None:

@@ -1,0 +1,130 @@
+"""Separate `--orders` runs of one workload read side by side, as if replayed together.
+
+A setting of ours (`EXTENDER_*`) is evaluated in a run of ours alone, against the
+baselines of an earlier run; how far a negligible change of the world moves each
+policy is one run against another. Reports are matched order by order (the orders
+they share); a policy that more than one report replayed is named after its file
+(``ours@variant``). The workload, its jobs, the cluster and the world must be the
+same; what else the runs were run with (start-up, ours' settings) may differ and is
+listed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from replay.orders import FIGURES, summarise
+from replay.workloads import ReplayError
+
+#: What a report says about its own run, never compared between reports.
+_OWN = frozenset({"per_order", "summary", "versus", "reference", "orders", "plots", "oracles",
+                  "workload", "jobs", "cluster", "world"})
+
+
+def combine(reports: Sequence[tuple[str, dict[str, Any]]],
+            reference: str | None = None) -> dict[str, Any]:
+    """One many-orders report from (label, report) pairs: the orders all of them replayed,
+    every policy of each (renamed `policy@label` where reports share a name), summarised
+    against `reference` (default: `ours` where only one report has it)."""
+    if len(reports) < 2:
+        raise ReplayError("combine needs two reports or more")
+    labels = [label for label, _ in reports]
+    if len(set(labels)) != len(labels):
+        raise ReplayError(f"reports need distinct names, got {labels}")
+    for label, report in reports:
+        _check(label, report)
+    first_label, first = reports[0]
+    for label, report in reports[1:]:
+        for key in ("jobs", "cluster", "world"):
+            if report.get(key) != first.get(key):
+                raise ReplayError(f"{label} replayed other {key} than {first_label}: "
+                                  f"{report.get(key)!r} vs {first.get(key)!r}")
+        if _workload(report) != _workload(first):
+            raise ReplayError(f"{label} replayed workload {_workload(report)!r}, "
+                              f"{first_label} {_workload(first)!r}")
+    per_order, names = _merged(reports)
+    reference = _reference(reference, names)
+    counts = [len(r["per_order"]) for _, r in reports]
+    combined = {key: value for key, value in first.items() if key not in _OWN}
+    combined.update(
+        workload=f"{_workload(first)}, {len(per_order)} orders replayed by all of "
+                 f"{', '.join(labels)} (of {', '.join(map(str, counts))})",
+        jobs=first["jobs"], cluster=first["cluster"], world=first["world"],
+        oracles=[f"{n}@{label}" if f"{n}@{label}" in names else n
+                 for label, r in reports for n in r.get("oracles", [])],
+        combined={label: {"policies": sorted(names_of(r)), "differs": _differs(r, first)}
+                  for label, r in reports},
+        **summarise(per_order, reference), per_order=per_order)
+    return combined
+
+
+def _check(label: str, report: Any) -> None:
+    """`ReplayError` unless `report` reads as a many-orders report: its header, and per order
+    a number and each policy's figures (numbers or null)."""
+    if not isinstance(report, dict) or not isinstance(report.get("per_order"), list):
+        raise ReplayError(f"{label}: not the JSON of a replay with --orders")
+    if not all(isinstance(report.get(key), kind) for key, kind in
+               (("workload", str), ("jobs", int), ("cluster", dict), ("world", str))):
+        raise ReplayError(f"{label}: no workload, jobs, cluster or world in its header")
+    for order in report["per_order"]:
+        policies = order.get("policies") if isinstance(order, dict) else None
+        if not (isinstance(policies, dict) and type(order.get("order")) is int
+                and all(isinstance(f, dict) and all(_number_or_null(f.get(k)) for k in FIGURES)
+                        for f in policies.values())):  # fmt: skip
+            raise ReplayError(f"{label}: an order that is not a number with each policy's "
+                              f"figures: {str(order)[:200]}")
+
+
+def _number_or_null(value: Any) -> bool:
+    return value is None or (type(value) in (int, float) and math.isfinite(value))
+
+
+def names_of(report: dict[str, Any]) -> set[str]:
+    return {name for order in report["per_order"] for name in order.get("policies", {})}
+
+
+def _workload(report: dict[str, Any]) -> str:
+    """The workload's name without the number of orders the run replayed."""
+    return re.sub(r", \d+ orders$", "", str(report.get("workload", "")))
+
+
+def _merged(reports: Sequence[tuple[str, dict[str, Any]]]
+            ) -> tuple[list[dict[str, Any]], list[str]]:
+    """Per shared order, every report's policies under their combined names."""
+    seen: dict[str, int] = {}
+    for _, report in reports:
+        for name in names_of(report):
+            seen[name] = seen.get(name, 0) + 1
+    by_order = [{o["order"]: o["policies"] for o in r["per_order"]} for _, r in reports]
+    shared = sorted(set.intersection(*(set(orders) for orders in by_order)))
+    if not shared:
+        raise ReplayError("the reports share no order")
+    per_order, names = [], []
+    for order in shared:
+        policies = {}
+        for (label, _), orders in zip(reports, by_order, strict=True):
+            for name, figures in orders[order].items():
+                policies[name if seen[name] == 1 else f"{name}@{label}"] = figures
+        per_order.append({"order": order, "policies": policies})
+        names = names or list(policies)
+    return per_order, names
+
+
+def _reference(asked: str | None, names: list[str]) -> str:
+    if asked is not None:
+        if asked not in names:
+            raise ReplayError(f"--reference {asked}: not among {', '.join(names)}")
+        return asked
+    if "ours" in names:
+        return "ours"
+    raise ReplayError(f"name the policy to compare the others with: --reference one of "
+                      f"{', '.join(names)}")
+
+
+def _differs(report: dict[str, Any], first: dict[str, Any]) -> dict[str, Any]:
+    """What `report` was run with that `first` was not (its values)."""
+    keys = (set(report) | set(first)) - _OWN
+    return {key: report.get(key) for key in sorted(keys) if report.get(key) != first.get(key)}

@@ -1,0 +1,112 @@
+"""Separate many-orders runs read together: a variant of ours against the baselines of an
+earlier run, matched order by order; reports that cannot be matched are clear errors."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from replay.combine import combine
+from replay.workloads import ReplayError
+from scripts import replay
+
+HEADER = {"jobs": 3, "cluster": {"nodes": 1, "gpus": 1, "types": ["T4"],
+                                 "collocation_limits": {"T4": 4}},
+          "world": "perturbed (2): noise", "interference": "uniform", "startup_s": 10.0,
+          "assumptions": [], "ours_configured_by": {}}
+
+
+def _figures(makespan: float, jct: float) -> dict:
+    return {"makespan_s": makespan, "avg_jct_s": jct, "p95_jct_s": jct, "mem_util": 0.5,
+            "oom_count": 0, "retries": 0, "failed": 0, "placed_on_arrival": None}
+
+
+def _report(orders: int, policies: dict[str, list[tuple[float, float]]], **header) -> dict:
+    per_order = [{"order": n + 1, "policies": {name: _figures(*runs[n])
+                                               for name, runs in policies.items()}}
+                 for n in range(orders)]
+    return {**HEADER, "workload": f"paper, {orders} orders", "orders": orders,
+            "per_order": per_order, "summary": {}, "versus": {}, **header}
+
+
+BASE = _report(3, {"schedtune-paper": [(100, 10), (100, 10), (100, 10)],
+                   "ours": [(110, 9), (95, 12), (100, 10)]})
+VARIANT = _report(2, {"ours": [(90, 11), (104, 10)]},
+                  ours_configured_by={"EXTENDER_HOLD_FOR": "0"})
+
+
+def test_a_variant_is_compared_with_the_baselines_and_ours_of_another_run() -> None:
+    report = combine([("base", BASE), ("variant", VARIANT)], "ours@variant")
+    assert [o["order"] for o in report["per_order"]] == [1, 2]  # the orders both replayed
+    assert report["workload"] == "paper, 2 orders replayed by all of base, variant (of 3, 2)"
+    assert list(report["per_order"][0]["policies"]) == ["schedtune-paper", "ours@base",
+                                                        "ours@variant"]
+    versus = report["versus"]
+    # Makespan gaps against the paper's policy -10 and +4 %; against ours@base -18.2, +9.5 %.
+    assert versus["schedtune-paper"]["makespan_s"] == {
+        "wins": 1, "losses": 1, "ties": 0, "median_gap_pct": -3.0, "medians_gap_pct": -3.0,
+        "worst_gap_pct": 4.0, "behind_5pct": 0}
+    assert versus["ours@base"]["makespan_s"]["behind_5pct"] == 1
+    assert versus["ours@base"]["avg_jct_s"]["wins"] == 1
+    assert report["combined"] == {
+        "base": {"policies": ["ours", "schedtune-paper"], "differs": {}},
+        "variant": {"policies": ["ours"],
+                    "differs": {"ours_configured_by": {"EXTENDER_HOLD_FOR": "0"}}}}
+    assert report["summary"]["ours@variant"]["makespan_s"]["median"] == 97.0
+
+
+def test_the_reference_is_ours_only_where_one_report_ran_it() -> None:
+    paper_only = _report(3, {"schedtune-paper": [(100, 10)] * 3}, startup_s=10.1)
+    report = combine([("base", BASE), ("paper", paper_only)])
+    assert report["reference"] == "ours"
+    assert set(report["versus"]) == {"schedtune-paper@base", "schedtune-paper@paper"}
+    assert report["combined"]["paper"]["differs"] == {"startup_s": 10.1}
+    with pytest.raises(ReplayError, match="--reference one of schedtune-paper, ours@base"):
+        combine([("base", BASE), ("variant", VARIANT)])
+    with pytest.raises(ReplayError, match="--reference ours: not among"):
+        combine([("base", BASE), ("variant", VARIANT)], "ours")
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda r: r.update(world="lofo"), "variant replayed other world than base"),
+    (lambda r: r.update(jobs=4), "variant replayed other jobs than base"),
+    (lambda r: r.update(workload="generated, 2 orders"), "replayed workload 'generated'"),
+    (lambda r: r.pop("per_order"), "variant: not the JSON of a replay with --orders"),
+    (lambda r: r.pop("cluster"), "no workload, jobs, cluster or world"),
+    (lambda r: r["per_order"][1].update(order="2"), "an order that is not a number"),
+    (lambda r: r["per_order"][0]["policies"]["ours"].update(makespan_s="long"),
+     "an order that is not a number"),
+    (lambda r: r["per_order"][0]["policies"]["ours"].update(avg_jct_s=float("nan")),
+     "an order that is not a number"),
+    (lambda r: [o.update(order=o["order"] + 10) for o in r["per_order"]], "share no order"),
+])
+def test_reports_that_cannot_be_matched_are_clear_errors(change, message) -> None:
+    variant = copy.deepcopy(VARIANT)
+    change(variant)
+    with pytest.raises(ReplayError, match=message):
+        combine([("base", BASE), ("variant", variant)], "ours@base")
+    with pytest.raises(ReplayError, match="two reports or more"):
+        combine([("base", BASE)])
+
+
+def test_the_cli_reads_json_reports_and_says_what_is_wrong_with_a_file(tmp_path,
+                                                                      capsys) -> None:
+    base, variant = tmp_path / "base.json", tmp_path / "variant.json"
+    base.write_text(json.dumps(BASE))
+    variant.write_text(json.dumps(VARIANT))
+    assert replay.main(["--combine", str(base), str(variant), "--reference", "ours@variant"]) == 0
+    text = capsys.readouterr().out
+    assert "  variant: ours; run with ours_configured_by {'EXTENDER_HOLD_FOR': '0'}" in text
+    assert ("ours@variant vs schedtune-paper: wins-losses makespan 1-1 (median -3.0 %, "
+            "medians -3.0 %, worst +4.0 %, > 5 % behind in 0)") in text
+    # The same file twice: its policies are told apart by position.
+    assert replay.main(["--combine", str(base), str(base), "--json"]) == 2
+    assert "ours@base#1, schedtune-paper@base#2" in capsys.readouterr().err
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    assert replay.main(["--combine", str(base), str(broken)]) == 2
+    assert "broken.json: not a JSON report" in capsys.readouterr().err
+    assert replay.main(["--combine", str(base), str(tmp_path / "missing.json")]) == 2
+    assert "missing.json" in capsys.readouterr().err
