@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from replay.orders import FIGURES, summarise
+from replay.orders import FIGURES, VERSUS, summarise
 from replay.workloads import ReplayError
 
 #: What a report says about its own run, never compared between reports.
@@ -62,20 +62,35 @@ def combine(reports: Sequence[tuple[str, dict[str, Any]]],
 
 
 def _check(label: str, report: Any) -> None:
-    """`ReplayError` unless `report` reads as a many-orders report: its header, and per order
-    a number and each policy's figures (numbers or null)."""
+    """`ReplayError` unless `report` reads as a many-orders report: the header the summary
+    prints, and per order a number and the same policies, each with its figures (numbers
+    or null; makespan and average JCT always there)."""
     if not isinstance(report, dict) or not isinstance(report.get("per_order"), list):
         raise ReplayError(f"{label}: not the JSON of a replay with --orders")
-    if not all(isinstance(report.get(key), kind) for key, kind in
-               (("workload", str), ("jobs", int), ("cluster", dict), ("world", str))):
-        raise ReplayError(f"{label}: no workload, jobs, cluster or world in its header")
+    cluster = report.get("cluster")
+    texts = ("workload", "world", "interference")
+    if not (all(isinstance(report.get(key), str) for key in texts)
+            and type(report.get("jobs")) is int and type(report.get("startup_s")) in (int, float)
+            and isinstance(cluster, dict) and type(cluster.get("gpus")) is int
+            and _strings(cluster.get("types"))
+            and isinstance(cluster.get("collocation_limits", {}), dict)
+            and _strings(report.get("oracles", [])) and _strings(report.get("assumptions", []))):
+        raise ReplayError(f"{label}: its header (workload, jobs, cluster, world, collocation "
+                          f"law, start-up, oracles) is not a replay's")
+    policies = None
     for order in report["per_order"]:
-        policies = order.get("policies") if isinstance(order, dict) else None
-        if not (isinstance(policies, dict) and type(order.get("order")) is int
+        figures = order.get("policies") if isinstance(order, dict) else None
+        if not (isinstance(figures, dict) and type(order.get("order")) is int
+                and (policies is None or set(figures) == policies)
                 and all(isinstance(f, dict) and all(_number_or_null(f.get(k)) for k in FIGURES)
-                        for f in policies.values())):  # fmt: skip
-            raise ReplayError(f"{label}: an order that is not a number with each policy's "
-                              f"figures: {str(order)[:200]}")
+                        and all(k in f for k in VERSUS) for f in figures.values())):  # fmt: skip
+            raise ReplayError(f"{label}: an order that is not a number with the same "
+                              f"policies' figures as the others: {str(order)[:200]}")
+        policies = set(figures)
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
 def _number_or_null(value: Any) -> bool:

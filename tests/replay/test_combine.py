@@ -3,17 +3,20 @@ earlier run, matched order by order; reports that cannot be matched are clear er
 
 from __future__ import annotations
 
+import collections
 import copy
 import json
+import random
 
 import pytest
 
 from replay.combine import combine
+from replay.report import as_text
 from replay.workloads import ReplayError
 from scripts import replay
 
 HEADER = {"jobs": 3, "cluster": {"nodes": 1, "gpus": 1, "types": ["T4"],
-                                 "collocation_limits": {"T4": 4}},
+                                 "collocation_limits": {"T4": 4}}, "oracles": [],
           "world": "perturbed (2): noise", "interference": "uniform", "startup_s": 10.0,
           "assumptions": [], "ours_configured_by": {}}
 
@@ -74,7 +77,12 @@ def test_the_reference_is_ours_only_where_one_report_ran_it() -> None:
     (lambda r: r.update(jobs=4), "variant replayed other jobs than base"),
     (lambda r: r.update(workload="generated, 2 orders"), "replayed workload 'generated'"),
     (lambda r: r.pop("per_order"), "variant: not the JSON of a replay with --orders"),
-    (lambda r: r.pop("cluster"), "no workload, jobs, cluster or world"),
+    (lambda r: r.pop("cluster"), "its header .* is not a replay's"),
+    (lambda r: r.update(interference=None), "its header .* is not a replay's"),
+    (lambda r: r.update(oracles="oracle"), "its header .* is not a replay's"),
+    (lambda r: r["per_order"][1]["policies"].update(extra=r["per_order"][1]["policies"]["ours"]),
+     "the same policies"),
+    (lambda r: r["per_order"][0]["policies"]["ours"].pop("avg_jct_s"), "not a number"),
     (lambda r: r["per_order"][1].update(order="2"), "an order that is not a number"),
     (lambda r: r["per_order"][0]["policies"]["ours"].update(makespan_s="long"),
      "an order that is not a number"),
@@ -110,3 +118,40 @@ def test_the_cli_reads_json_reports_and_says_what_is_wrong_with_a_file(tmp_path,
     assert "broken.json: not a JSON report" in capsys.readouterr().err
     assert replay.main(["--combine", str(base), str(tmp_path / "missing.json")]) == 2
     assert "missing.json" in capsys.readouterr().err
+
+
+def _paths(value, prefix=()):
+    """Every key path into a JSON value (lists: their first three items)."""
+    items = value.items() if isinstance(value, dict) else \
+        enumerate(value[:3]) if isinstance(value, list) else ()
+    for key, item in items:
+        yield (*prefix, key)
+        yield from _paths(item, (*prefix, key))
+
+
+def test_a_report_broken_anywhere_is_summarised_or_refused_never_a_crash() -> None:
+    """Hundreds of reports with one to three values replaced or removed: each is either
+    combined and printed, or refused with a `ReplayError`."""
+    rng = random.Random(17)
+    junk = [None, "x", 0, -1, 1.5, float("nan"), True, [], {}, [1], {"a": 1}]
+    paths = list(_paths(VARIANT))
+    outcomes = collections.Counter()
+    for _ in range(400):
+        variant = copy.deepcopy(VARIANT)
+        for path in rng.sample(paths, rng.randint(1, 3)):
+            parent = variant
+            try:
+                for key in path[:-1]:
+                    parent = parent[key]
+                if isinstance(parent, dict) and rng.random() < 0.3:
+                    parent.pop(path[-1], None)
+                else:
+                    parent[path[-1]] = rng.choice(junk)
+            except (KeyError, IndexError, TypeError):
+                continue  # an earlier change removed the way there
+        try:
+            as_text(combine([("base", BASE), ("variant", variant)], "ours@base"))
+            outcomes["combined"] += 1
+        except ReplayError:
+            outcomes["refused"] += 1
+    assert outcomes["combined"] > 50 and outcomes["refused"] > 50
