@@ -44,6 +44,7 @@ from replay.workloads import (  # noqa: E402
     shuffle_order,
 )  # fmt: skip
 
+COMBINE_OPTIONS = ("combine", "reference", "json", "plots")  # the rest are a replay's
 DEFAULT_POLICIES = ("default", "schedtune-paper", "gavel-like", "declared", "oracle", "ours")
 
 
@@ -107,6 +108,8 @@ def _validate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None
         parser.error("--orders 0..1000, --parallel 1..15")
     if not 0 <= args.retry_limit <= 20:
         parser.error("--retry-limit must be 0..20")
+    if args.reference:
+        parser.error("--reference is for --combine (a replay compares with ours)")
     if args.orders and args.shuffle is not None:
         parser.error("--orders replays its own shuffles; leave out --shuffle")
     if args.workload == "openb" and not args.trace_dir:
@@ -167,6 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.combine:
+        given = [f"--{dest.replace('_', '-')}" for dest, value in vars(args).items()
+                 if dest not in COMBINE_OPTIONS and value != parser.get_default(dest)]
+        if given:
+            parser.error(f"--combine replays nothing: leave out {', '.join(given)}")
         return _combine(args)
     _validate(parser, args)
     try:

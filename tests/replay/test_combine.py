@@ -155,3 +155,16 @@ def test_a_report_broken_anywhere_is_summarised_or_refused_never_a_crash() -> No
         except ReplayError:
             outcomes["refused"] += 1
     assert outcomes["combined"] > 50 and outcomes["refused"] > 50
+
+
+@pytest.mark.parametrize("argv", [
+    ["--combine", "a.json", "b.json", "--orders", "4"],
+    ["--combine", "a.json", "b.json", "--world", "lofo"],
+    ["--reference", "ours"],
+])
+def test_combining_and_replaying_are_not_mixed(argv, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        replay.main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and ("replays nothing: leave out --" in err
+                                      or "--reference is for --combine" in err)
