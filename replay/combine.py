@@ -70,7 +70,8 @@ def _check(label: str, report: Any) -> None:
     cluster = report.get("cluster")
     texts = ("workload", "world", "interference")
     if not (all(isinstance(report.get(key), str) for key in texts)
-            and type(report.get("jobs")) is int and type(report.get("startup_s")) in (int, float)
+            and type(report.get("jobs")) is int and report.get("startup_s") is not None
+            and _number_or_null(report.get("startup_s"))
             and isinstance(cluster, dict) and type(cluster.get("gpus")) is int
             and _strings(cluster.get("types"))
             and isinstance(cluster.get("collocation_limits", {}), dict)
