@@ -91,7 +91,8 @@ def render_summary(report: dict) -> str:
         ref = report["reference"]
         for other, figures in report["versus"].items():
             parts = [f"{key.removesuffix('_s')} {v['wins']}-{v['losses']} (median "
-                     f"{v['median_gap_pct']:+.1f} %, medians {v['medians_gap_pct']:+.1f} %, "
+                     f"{v['median_gap_pct']:+.1f} %, medians {v['medians_gap_pct']:+.1f} % "
+                     f"[{v['medians_gap_90pct'][0]:+.1f}, {v['medians_gap_90pct'][1]:+.1f}], "
                      f"worst {v['worst_gap_pct']:+.1f} %, > 5 % behind in {v['behind_5pct']})"
                      for key, v in figures.items()]
             lines.append(f"{ref} vs {other}: wins-losses " + ", ".join(parts))

@@ -50,7 +50,7 @@ def test_a_variant_is_compared_with_the_baselines_and_ours_of_another_run() -> N
     # Makespan gaps against the paper's policy -10 and +4 %; against ours@base -18.2, +9.5 %.
     assert versus["schedtune-paper"]["makespan_s"] == {
         "wins": 1, "losses": 1, "ties": 0, "median_gap_pct": -3.0, "medians_gap_pct": -3.0,
-        "worst_gap_pct": 4.0, "behind_5pct": 0}
+        "medians_gap_90pct": [-10.0, 4.0], "worst_gap_pct": 4.0, "behind_5pct": 0}
     assert versus["ours@base"]["makespan_s"]["behind_5pct"] == 1
     assert versus["ours@base"]["avg_jct_s"]["wins"] == 1
     assert report["combined"] == {
@@ -108,7 +108,7 @@ def test_the_cli_reads_json_reports_and_says_what_is_wrong_with_a_file(tmp_path,
     text = capsys.readouterr().out
     assert "  variant: ours; run with ours_configured_by {'EXTENDER_HOLD_FOR': '0'}" in text
     assert ("ours@variant vs schedtune-paper: wins-losses makespan 1-1 (median -3.0 %, "
-            "medians -3.0 %, worst +4.0 %, > 5 % behind in 0)") in text
+            "medians -3.0 % [-10.0, +4.0], worst +4.0 %, > 5 % behind in 0)") in text
     # The same file twice: its policies are told apart by position.
     assert replay.main(["--combine", str(base), str(base), "--json"]) == 2
     assert "ours@base#1, schedtune-paper@base#2" in capsys.readouterr().err

@@ -43,10 +43,11 @@ def test_the_summary_shows_distributions_and_wins() -> None:
               "versus": {"default": {"makespan_s": {"wins": 15, "losses": 1, "ties": 0,
                                                     "median_gap_pct": -20.0,
                                                     "medians_gap_pct": -18.2,
+                                                    "medians_gap_90pct": [-25.0, -9.5],
                                                     "worst_gap_pct": 3.5,
                                                     "behind_5pct": 0}}}}
     text = as_text(report)
     assert text == render_summary(report) and "orders: 16" in text
     assert "100 [90, 120] 130" in text
-    assert ("ours vs default: wins-losses makespan 15-1 (median -20.0 %, medians -18.2 %, "
-            "worst +3.5 %, > 5 % behind in 0)") in text
+    assert ("ours vs default: wins-losses makespan 15-1 (median -20.0 %, medians -18.2 % "
+            "[-25.0, -9.5], worst +3.5 %, > 5 % behind in 0)") in text
