@@ -55,7 +55,7 @@ def combine(reports: Sequence[tuple[str, dict[str, Any]]],
         jobs=first["jobs"], cluster=first["cluster"], world=first["world"],
         oracles=[f"{n}@{label}" if f"{n}@{label}" in names else n
                  for label, r in reports for n in r.get("oracles", [])],
-        combined={label: {"policies": sorted(names_of(r)), "differs": _differs(r, first)}
+        combined={label: {"policies": sorted(_names_of(r)), "differs": _differs(r, first)}
                   for label, r in reports},
         **summarise(per_order, reference), per_order=per_order)
     return combined
@@ -98,7 +98,7 @@ def _number_or_null(value: Any) -> bool:
     return value is None or (type(value) in (int, float) and math.isfinite(value))
 
 
-def names_of(report: dict[str, Any]) -> set[str]:
+def _names_of(report: dict[str, Any]) -> set[str]:
     return {name for order in report["per_order"] for name in order.get("policies", {})}
 
 
@@ -112,7 +112,7 @@ def _merged(reports: Sequence[tuple[str, dict[str, Any]]]
     """Per shared order, every report's policies under their combined names."""
     seen: dict[str, int] = {}
     for _, report in reports:
-        for name in names_of(report):
+        for name in _names_of(report):
             seen[name] = seen.get(name, 0) + 1
     by_order = [{o["order"]: o["policies"] for o in r["per_order"]} for _, r in reports]
     shared = sorted(set.intersection(*(set(orders) for orders in by_order)))
