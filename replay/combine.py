@@ -7,12 +7,18 @@ they share); a policy that more than one report replayed is named after its file
 (``ours@variant``). The workload, its jobs, the cluster and the world must be the
 same; what else the runs were run with (start-up, ours' settings) may differ and is
 listed.
+
+Pooled (`pool`), the reports are runs of the same orders under changes too small to
+matter (start-up 10 s and 10.1 s): a policy several of them replayed is one policy,
+each order's figures the mean over its runs, so a per-order comparison reads above
+the spread of a single run.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,10 +31,11 @@ _OWN = frozenset({"per_order", "summary", "versus", "reference", "orders", "plot
 
 
 def combine(reports: Sequence[tuple[str, dict[str, Any]]],
-            reference: str | None = None) -> dict[str, Any]:
+            reference: str | None = None, pool: bool = False) -> dict[str, Any]:
     """One many-orders report from (label, report) pairs: the orders all of them replayed,
-    every policy of each (renamed `policy@label` where reports share a name), summarised
-    against `reference` (default: `ours` where only one report has it)."""
+    every policy of each (renamed `policy@label` where reports share a name; pooled: one
+    policy, its figures per order averaged over the reports, `_pooled`), summarised
+    against `reference` (default: `ours` where only one report, or `pool`, has it)."""
     if len(reports) < 2:
         raise ReplayError("combine needs two reports or more")
     labels = [label for label, _ in reports]
@@ -45,16 +52,18 @@ def combine(reports: Sequence[tuple[str, dict[str, Any]]],
         if _workload(report) != _workload(first):
             raise ReplayError(f"{label} replayed workload {_workload(report)!r}, "
                               f"{first_label} {_workload(first)!r}")
-    per_order, names = _merged(reports)
+    per_order, names = (_pooled if pool else _merged)(reports)
     reference = _reference(reference, names)
     counts = [len(r["per_order"]) for _, r in reports]
     combined = {key: value for key, value in first.items() if key not in _OWN}
+    pooled = (", each policy's figures the mean over the reports that ran it "
+              "(oom_max_per_type: the largest)") if pool else ""
     combined.update(
         workload=f"{_workload(first)}, {len(per_order)} orders replayed by all of "
-                 f"{', '.join(labels)} (of {', '.join(map(str, counts))})",
+                 f"{', '.join(labels)} (of {', '.join(map(str, counts))}){pooled}",
         jobs=first["jobs"], cluster=first["cluster"], world=first["world"],
-        oracles=[f"{n}@{label}" if f"{n}@{label}" in names else n
-                 for label, r in reports for n in r.get("oracles", [])],
+        oracles=list(dict.fromkeys(f"{n}@{label}" if f"{n}@{label}" in names else n
+                                   for label, r in reports for n in r.get("oracles", []))),
         combined={label: {"policies": sorted(_names_of(r)), "differs": _differs(r, first)}
                   for label, r in reports},
         **summarise(per_order, reference), per_order=per_order)
@@ -114,10 +123,7 @@ def _merged(reports: Sequence[tuple[str, dict[str, Any]]]
     for _, report in reports:
         for name in _names_of(report):
             seen[name] = seen.get(name, 0) + 1
-    by_order = [{o["order"]: o["policies"] for o in r["per_order"]} for _, r in reports]
-    shared = sorted(set.intersection(*(set(orders) for orders in by_order)))
-    if not shared:
-        raise ReplayError("the reports share no order")
+    by_order, shared = _shared_orders(reports)
     per_order, names = [], []
     for order in shared:
         policies = {}
@@ -127,6 +133,48 @@ def _merged(reports: Sequence[tuple[str, dict[str, Any]]]
         per_order.append({"order": order, "policies": policies})
         names = names or list(policies)
     return per_order, names
+
+
+def _pooled(reports: Sequence[tuple[str, dict[str, Any]]]
+            ) -> tuple[list[dict[str, Any]], list[str]]:
+    """Per shared order, each policy once: every number among its figures the mean over the
+    reports that replayed it (null where a run has none), the largest kills of one job
+    type the largest of any run, and `runs`, how many runs it pools."""
+    by_order, shared = _shared_orders(reports)
+    per_order = []
+    for order in shared:
+        runs: dict[str, list[dict[str, Any]]] = {}
+        for orders in by_order:
+            for name, figures in orders[order].items():
+                runs.setdefault(name, []).append(figures)
+        per_order.append({"order": order,
+                          "policies": {name: _mean_figures(of) for name, of in runs.items()}})
+    return per_order, list(per_order[0]["policies"])
+
+
+def _mean_figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, value in runs[0].items() if type(value) in (int, float)]
+    figures: dict[str, Any] = {}
+    for key in dict.fromkeys([*FIGURES, *keys]):
+        values = [run.get(key) for run in runs]
+        if not all(type(v) in (int, float) and math.isfinite(v) for v in values):
+            figures[key] = None
+        elif key == "oom_max_per_type":
+            figures[key] = max(values)
+        else:
+            figures[key] = statistics.fmean(values)
+    return {**figures, "oracle": any(run.get("oracle") is True for run in runs),
+            "runs": len(runs)}
+
+
+def _shared_orders(reports: Sequence[tuple[str, dict[str, Any]]]
+                   ) -> tuple[list[dict[int, dict[str, Any]]], list[int]]:
+    """Each report's policies' figures by order, and the orders all of them replayed."""
+    by_order = [{o["order"]: o["policies"] for o in r["per_order"]} for _, r in reports]
+    shared = sorted(set.intersection(*(set(orders) for orders in by_order)))
+    if not shared:
+        raise ReplayError("the reports share no order")
+    return by_order, shared
 
 
 def _reference(asked: str | None, names: list[str]) -> str:

@@ -9,6 +9,7 @@ extender over HTTP, with baselines in the same run, world and arrivals.
     schedtune replay --workload openb --trace-dir clusterdata/cluster-trace-gpu-v2023/csv
     schedtune replay --cluster-file my-cluster.yaml --jobs-file my-jobs.csv
     schedtune replay --combine base.json variant.json --reference ours@variant
+    schedtune replay --combine startup10.json startup10.1.json --pool
 
 Starts an embedded Redis (or uses REDIS_URL) and the extender app on 127.0.0.1 with its
 clock on simulated time. Ours is the extender as the environment's ``EXTENDER_*`` variables
@@ -44,7 +45,7 @@ from replay.workloads import (  # noqa: E402
     shuffle_order,
 )  # fmt: skip
 
-COMBINE_OPTIONS = ("combine", "reference", "json", "plots")  # the rest are a replay's
+COMBINE_OPTIONS = ("combine", "reference", "pool", "json", "plots")  # the rest are a replay's
 DEFAULT_POLICIES = ("default", "schedtune-paper", "gavel-like", "declared", "oracle", "ours")
 
 
@@ -94,6 +95,10 @@ def _parser() -> argparse.ArgumentParser:
                         "workload and summarise their shared orders together")
     parser.add_argument("--reference", help="--combine: the policy the others are compared "
                         "with (default ours; a policy several reports ran is POLICY@FILE-STEM)")
+    parser.add_argument("--pool", action="store_true",
+                        help="--combine: the reports are runs of the same orders under a "
+                        "negligible change (e.g. --startup 10 and 10.1); each policy's "
+                        "figures per order are the mean over its runs")
     parser.add_argument("--plots", type=Path, help="write PNG figures here")
     parser.add_argument("--json", action="store_true")
     return parser
@@ -108,8 +113,8 @@ def _validate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None
         parser.error("--orders 0..1000, --parallel 1..15")
     if not 0 <= args.retry_limit <= 20:
         parser.error("--retry-limit must be 0..20")
-    if args.reference:
-        parser.error("--reference is for --combine (a replay compares with ours)")
+    if args.reference or args.pool:
+        parser.error("--reference and --pool are for --combine (a replay compares with ours)")
     if args.orders and args.shuffle is not None:
         parser.error("--orders replays its own shuffles; leave out --shuffle")
     if args.workload == "openb" and not args.trace_dir:
@@ -206,7 +211,7 @@ def _combine(args: argparse.Namespace) -> int:
         labels = [label for label, _ in reports]
         reports = [(label if labels.count(label) == 1 else f"{label}#{i + 1}", report)
                    for i, (label, report) in enumerate(reports)]
-        report = combine(reports, args.reference)
+        report = combine(reports, args.reference, pool=args.pool)
         if args.plots:
             report["plots"] = [str(p) for p in plot_orders(args.plots, report["per_order"])]
     except (ReplayError, OSError) as exc:

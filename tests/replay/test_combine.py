@@ -72,6 +72,36 @@ def test_the_reference_is_ours_only_where_one_report_ran_it() -> None:
         combine([("base", BASE), ("variant", VARIANT)], "ours")
 
 
+def test_pooled_runs_are_one_policy_whose_figures_per_order_are_their_mean() -> None:
+    """Runs of the same orders under a negligible change (start-up 10 s and 10.1 s) read as
+    one run each policy averaged, so a per-order comparison sits above one run's spread."""
+    jitter = _report(3, {"schedtune-paper": [(90, 10), (110, 10), (100, 14)],
+                         "ours": [(100, 11), (95, 8), (120, 10)]}, startup_s=10.1)
+    jitter["per_order"][0]["policies"]["ours"].update(oom_count=2, oom_max_per_type=2)
+    base = copy.deepcopy(BASE)
+    base["per_order"][0]["policies"]["ours"].update(oom_count=1, oom_max_per_type=1)
+    oracle = _report(3, {"oracle": [(80, 8)] * 3}, oracles=["oracle"])
+    report = combine([("base", base), ("jitter", jitter), ("oracle", oracle)], pool=True)
+    assert report["reference"] == "ours"
+    assert report["workload"].endswith("(of 3, 3, 3), each policy's figures the mean over the "
+                                       "reports that ran it (oom_max_per_type: the largest)")
+    first = report["per_order"][0]["policies"]
+    assert list(first) == ["schedtune-paper", "ours", "oracle"]
+    assert first["ours"] | {"oracle": None} == {
+        **_figures(105.0, 10.0), "oom_count": 1.5, "oom_max_per_type": 2,
+        "placed_on_arrival": None, "oracle": None, "runs": 2}
+    assert first["oracle"]["oracle"] is False and first["oracle"]["runs"] == 1
+    assert report["oracles"] == ["oracle"]
+    # Per order, ours / paper's: makespan 105/95, 95/105, 110/100; JCT 10/10, 10/10, 10/12.
+    versus = report["versus"]["schedtune-paper"]
+    assert (versus["makespan_s"]["wins"], versus["makespan_s"]["behind_5pct"]) == (1, 2)
+    assert versus["avg_jct_s"] | {"medians_gap_90pct": None} == {
+        "wins": 1, "losses": 0, "ties": 2, "median_gap_pct": 0.0, "medians_gap_pct": 0.0,
+        "medians_gap_90pct": None, "worst_gap_pct": 0.0, "behind_5pct": 0}
+    assert report["combined"]["jitter"]["differs"] == {"startup_s": 10.1}
+    as_text(report)
+
+
 @pytest.mark.parametrize(("change", "message"), [
     (lambda r: r.update(world="lofo"), "variant replayed other world than base"),
     (lambda r: r.update(jobs=4), "variant replayed other jobs than base"),
@@ -118,6 +148,10 @@ def test_the_cli_reads_json_reports_and_says_what_is_wrong_with_a_file(tmp_path,
     assert "broken.json: not a JSON report" in capsys.readouterr().err
     assert replay.main(["--combine", str(base), str(tmp_path / "missing.json")]) == 2
     assert "missing.json" in capsys.readouterr().err
+    assert replay.main(["--combine", str(base), str(variant), "--pool"]) == 0
+    text = capsys.readouterr().out
+    assert "the mean over the reports that ran it" in text
+    assert "ours vs schedtune-paper: wins-losses makespan" in text
 
 
 def _paths(value, prefix=()):
@@ -129,7 +163,8 @@ def _paths(value, prefix=()):
         yield from _paths(item, (*prefix, key))
 
 
-def test_a_report_broken_anywhere_is_summarised_or_refused_never_a_crash() -> None:
+@pytest.mark.parametrize("pool", [False, True])
+def test_a_report_broken_anywhere_is_summarised_or_refused_never_a_crash(pool) -> None:
     """Hundreds of reports with one to three values replaced or removed: each is either
     combined and printed, or refused with a `ReplayError`."""
     rng = random.Random(17)
@@ -150,7 +185,8 @@ def test_a_report_broken_anywhere_is_summarised_or_refused_never_a_crash() -> No
             except (KeyError, IndexError, TypeError):
                 continue  # an earlier change removed the way there
         try:
-            as_text(combine([("base", BASE), ("variant", variant)], "ours@base"))
+            as_text(combine([("base", BASE), ("variant", variant)],
+                            "ours" if pool else "ours@base", pool))
             outcomes["combined"] += 1
         except ReplayError:
             outcomes["refused"] += 1
@@ -161,10 +197,11 @@ def test_a_report_broken_anywhere_is_summarised_or_refused_never_a_crash() -> No
     ["--combine", "a.json", "b.json", "--orders", "4"],
     ["--combine", "a.json", "b.json", "--world", "lofo"],
     ["--reference", "ours"],
+    ["--pool"],
 ])
 def test_combining_and_replaying_are_not_mixed(argv, capsys) -> None:
     with pytest.raises(SystemExit) as exit_:
         replay.main(argv)
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and ("replays nothing: leave out --" in err
-                                      or "--reference is for --combine" in err)
+                                      or "--reference and --pool are for --combine" in err)
