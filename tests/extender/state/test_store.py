@@ -304,3 +304,16 @@ def test_growing_beside_a_kill_covers_every_gpu_of_the_killed_pod_and_only_live_
     assert store.grow_beside(record, 24576.0, now=200) == {}  # nothing short any more
     store.release("killed")
     assert store.grow_beside(record, 24576.0, now=200) == {}  # gone: nothing to go by
+
+
+def test_replies_are_read_by_hiredis(store: RedisStore) -> None:
+    """The C reply parser is a dependency (the monitor's refit reads thousands of stream
+    fields per success); a client falling back to the pure-Python parser is a packaging
+    regression, seen here rather than as a slower monitor."""
+    from redis._parsers import _HiredisParser
+
+    connection = store._redis.connection_pool.get_connection()
+    try:
+        assert isinstance(connection._parser, _HiredisParser)
+    finally:
+        store._redis.connection_pool.release(connection)
