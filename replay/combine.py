@@ -52,6 +52,10 @@ def combine(reports: Sequence[tuple[str, dict[str, Any]]],
         if _workload(report) != _workload(first):
             raise ReplayError(f"{label} replayed workload {_workload(report)!r}, "
                               f"{first_label} {_workload(first)!r}")
+        if pool and report.get("ours_configured_by") != first.get("ours_configured_by"):
+            raise ReplayError(f"--pool reads runs of one policy configuration: {label} ran "
+                              f"ours with {report.get('ours_configured_by')!r}, {first_label} "
+                              f"with {first.get('ours_configured_by')!r}")
     per_order, names = (_pooled if pool else _merged)(reports)
     reference = _reference(reference, names)
     counts = [len(r["per_order"]) for _, r in reports]

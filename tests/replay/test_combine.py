@@ -100,6 +100,9 @@ def test_pooled_runs_are_one_policy_whose_figures_per_order_are_their_mean() -> 
         "medians_gap_90pct": None, "worst_gap_pct": 0.0, "behind_5pct": 0}
     assert report["combined"]["jitter"]["differs"] == {"startup_s": 10.1}
     as_text(report)
+    # Two configurations of ours are two policies: never averaged into one.
+    with pytest.raises(ReplayError, match="--pool reads runs of one policy configuration"):
+        combine([("base", BASE), ("variant", VARIANT)], pool=True)
 
 
 @pytest.mark.parametrize(("change", "message"), [
@@ -148,7 +151,9 @@ def test_the_cli_reads_json_reports_and_says_what_is_wrong_with_a_file(tmp_path,
     assert "broken.json: not a JSON report" in capsys.readouterr().err
     assert replay.main(["--combine", str(base), str(tmp_path / "missing.json")]) == 2
     assert "missing.json" in capsys.readouterr().err
-    assert replay.main(["--combine", str(base), str(variant), "--pool"]) == 0
+    jitter = tmp_path / "jitter.json"
+    jitter.write_text(json.dumps({**BASE, "startup_s": 10.1}))
+    assert replay.main(["--combine", str(base), str(jitter), "--pool"]) == 0
     text = capsys.readouterr().out
     assert "the mean over the reports that ran it" in text
     assert "ours vs schedtune-paper: wins-losses makespan" in text
@@ -169,10 +174,11 @@ def test_a_report_broken_anywhere_is_summarised_or_refused_never_a_crash(pool) -
     combined and printed, or refused with a `ReplayError`."""
     rng = random.Random(17)
     junk = [None, "x", 0, -1, 1.5, float("nan"), True, [], {}, [1], {"a": 1}]
-    paths = list(_paths(VARIANT))
+    source = {**VARIANT, "ours_configured_by": {}} if pool else VARIANT  # pool: one config
+    paths = list(_paths(source))
     outcomes = collections.Counter()
     for _ in range(400):
-        variant = copy.deepcopy(VARIANT)
+        variant = copy.deepcopy(source)
         for path in rng.sample(paths, rng.randint(1, 3)):
             parent = variant
             try:
