@@ -10,7 +10,9 @@ Only those rows (and their nodes' ranks) are recomputed, by the same rule as
 gathers, never a pass over the nodes in Python.
 
 `table(names, now)` gives the request's `GpuTable` (the same object again while
-nothing changed). Job slots are only ever appended (and compacted into new
+nothing changed). The shapes of the last few node lists are kept: kube-scheduler
+names one list to filter and the passing part of it to prioritize, pod after pod,
+and a list's shape costs a name lookup per node to rebuild. Job slots are only ever appended (and compacted into new
 columns), so a table handed out earlier never sees a later change. Rebuilt whole
 when the watcher's layouts change.
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import repeat
 
 import numpy as np
@@ -29,6 +32,18 @@ from extender.model import GpuState, NodeGpus, QueuedJob
 Queues = Mapping[tuple[str, int], tuple[QueuedJob, ...]]
 LiveGpu = Callable[[str, int, int, tuple[QueuedJob, ...], float], tuple[GpuState, float]]
 FIRST_SLOTS = 1024
+SHAPES_KEPT = 4  # node lists whose shapes (and latest table) a worker keeps
+
+
+@dataclass
+class _Shaped:
+    """A node list's shape, its node rows (-1: a node the watcher never saw) and GPU rows,
+    and its latest table with the version it shows."""
+
+    shape: NodeShape
+    nodes: np.ndarray
+    rows: np.ndarray
+    table: tuple[int, GpuTable] | None = None
 
 
 class GpuArrays:
@@ -62,8 +77,8 @@ class GpuArrays:
         self.states: StateCache = {}
         self.version = 0
         self._stale: set[int] = set()
-        self._cached: tuple[tuple[str, ...], int, GpuTable] | None = None
-        self._shape: tuple[tuple[str, ...], NodeShape, np.ndarray, np.ndarray] | None = None
+        # node list -> its shape, node rows, GPU rows, and its latest table (version, table)
+        self._shapes: dict[tuple[str, ...], _Shaped] = {}
         for node, index in queues:
             self.mark(node, index)
         self.refresh(now)
@@ -92,19 +107,21 @@ class GpuArrays:
         """The `GpuTable` of the named nodes at `now` (unknown names: no layout)."""
         self.refresh(now)
         key = tuple(names)
-        cached = self._cached
-        if cached is not None and cached[1] == self.version and cached[0] == key:
-            return cached[2]
-        if self._shape is None or self._shape[0] != key:
-            self._shape = (key, *self._shape_of(key))
-        _, shape, nodes, rows = self._shape
-        mib, predicted, started, expires = self._columns
-        table = GpuTable(shape, self.gpu_free[rows], self.gpu_jobs[rows], self.job_start[rows],
-                         Jobs(mib, predicted, started, expires, self._uids),
-                         fit_rank=self.fit_rank[rows], roomy_rank=self.roomy_rank[rows],
-                         states=self.states, node_version=self.node_version[nodes])
-        self._cached = (key, self.version, table)
-        return table
+        shaped = self._shapes.pop(key, None)
+        if shaped is None:
+            shaped = _Shaped(*self._shape_of(key))
+            if len(self._shapes) >= SHAPES_KEPT:
+                del self._shapes[next(iter(self._shapes))]  # the least recently used
+        self._shapes[key] = shaped  # the most recently used last
+        if shaped.table is None or shaped.table[0] != self.version:
+            rows, mib, predicted, started, expires = shaped.rows, *self._columns
+            table = GpuTable(shaped.shape, self.gpu_free[rows], self.gpu_jobs[rows],
+                             self.job_start[rows], Jobs(mib, predicted, started, expires,
+                                                        self._uids),
+                             fit_rank=self.fit_rank[rows], roomy_rank=self.roomy_rank[rows],
+                             states=self.states, node_version=self.node_version[shaped.nodes])
+            shaped.table = (self.version, table)
+        return shaped.table[1]
 
     def _shape_of(self, names: tuple[str, ...]) -> tuple[NodeShape, np.ndarray, np.ndarray]:
         """The named nodes' shape, their node rows (a row of no GPUs for a node the watcher

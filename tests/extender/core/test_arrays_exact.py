@@ -23,6 +23,8 @@ from extender.policies.timeline import remaining_s, wait_until_fits_s
 from extender.policies.timeline_arrays import remaining_s as remaining_array
 from extender.policies.timeline_arrays import waits_until_fit_s
 from extender.settings import Settings
+from extender.state.gpu_arrays import SHAPES_KEPT, GpuArrays
+from extender.state.queue_mirror import live_gpu
 
 
 def _gpus(rng: random.Random, count: int, now: float) -> list[GpuState]:
@@ -110,8 +112,13 @@ def test_the_workers_arrays_follow_every_change_as_the_per_node_path_reads_it(
     settings = Settings(collocation=Limits(3, {"T4": 2}))
     needs = {"RTX-3090": Need(7000, 300), "T4": Need(5000, 200), "unknown": Need(9000, 400)}
     demand = PodDemand("p", "p", "ml", "resnet50", "train", 32, 1)
+    # Node lists as kube-scheduler names them: all, the passing part, other orders; more
+    # lists than a worker keeps shapes of, so kept and rebuilt tables are both compared.
+    lists = [names, names[::-1], names[::2], names[1:7], rng.sample(names, 9), names[3:],
+             names[:1]]
+    assert len(lists) > SHAPES_KEPT
     now, live = 1000.0, []
-    for step in range(120):
+    for step in range(160):
         now += rng.choice([0.0, 1.0, 20.0])
         action = rng.random()
         if action < 0.55 or not live:
@@ -130,14 +137,16 @@ def test_the_workers_arrays_follow_every_change_as_the_per_node_path_reads_it(
             store.mark_running(rng.choice(live), now - rng.uniform(0, 100))
         else:
             store.release(live.pop(rng.randrange(len(live))))
-        arrays = store.snapshot(dict.fromkeys(names), now)
-        per_node = store.snapshot(dict.fromkeys(names), now, vet=lambda claimed, seen: seen)
+        named = rng.choice(lists)
+        arrays = store.snapshot(dict.fromkeys(named), now)
+        per_node = store.snapshot(dict.fromkeys(named), now, vet=lambda claimed, seen: seen)
         assert isinstance(arrays.nodes, GpuTable) and not isinstance(per_node.nodes, GpuTable)
+        assert list(arrays.nodes) == named
         assert dict(arrays.nodes.items()) == per_node.nodes, f"step {step}"
         for snapshot in (arrays, per_node):
             job = PodJob(demand, snapshot, needs)
-            verdicts = decide_filter(job, dict.fromkeys(names), settings).verdicts
-            scores = decide_scores(job, names, settings)
+            verdicts = decide_filter(job, dict.fromkeys(named), settings).verdicts
+            scores = decide_scores(job, named, settings)
             if snapshot is arrays:
                 expected = (verdicts, scores)
         assert (verdicts, scores) == expected, f"step {step}"
@@ -154,3 +163,20 @@ def test_prioritize_reuses_what_filter_found_for_the_pod_and_a_table_keeps_few()
     for mib in range(10):
         fit_rows(table, {"RTX-3090": Need(float(mib), 300)}, limits, {})
     assert len(table.memo) <= MEMO_ENTRIES
+
+
+def test_a_worker_keeps_the_tables_of_its_last_node_lists_until_a_queue_changes() -> None:
+    """Filter's list and prioritize's (its passing part) alternate pod after pod: each
+    keeps its table while nothing changed; the least recently named list is dropped."""
+    layouts = {f"n{i}": LAYOUTS[i % len(LAYOUTS)] for i in range(10)}
+    arrays = GpuArrays(layouts, {}, 0.0, live_gpu)
+    lists = [[f"n{i}" for i in range(k, 10)] for k in range(SHAPES_KEPT + 1)]
+    tables = [arrays.table(named, 1.0) for named in lists[:SHAPES_KEPT]]
+    assert [arrays.table(list(named), 1.0) for named in lists[:SHAPES_KEPT]] == tables
+    assert all(again is table for again, table in
+               zip([arrays.table(named, 1.0) for named in lists[:SHAPES_KEPT]], tables))
+    arrays.table(lists[-1], 1.0)  # one list more: the least recently named one goes
+    assert arrays.table(lists[0], 1.0) is not tables[0]
+    assert arrays.table(lists[-1], 1.0) is arrays.table(lists[-1], 1.0)
+    arrays.mark("n3", 0)  # a queue changed: every list is read afresh
+    assert arrays.table(lists[1], 1.0) is not tables[1]
