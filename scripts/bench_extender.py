@@ -6,7 +6,8 @@
 Per case (node count), starts both under gunicorn (same worker count) on
 127.0.0.1 and replays filter + prioritize for a stream of annotated pods, one
 pod at a time as kube-scheduler does, alternating pod by pod between the no-op
-and ours so both see the same load on a shared machine. Prints per-pod
+and ours so both see the same load on a shared machine; prioritize is sent the
+nodes that server's filter passed, as kube-scheduler sends them. Prints per-pod
 milliseconds (mean, p50, p99), the ratio of the means, and where ours spends its
 time: the same bodies replayed in-process through the verbs' public pieces
 (parse: depth check, JSON, decode; state sync: the snapshot; estimation: needs
@@ -143,13 +144,30 @@ def serve(app: str, port: int, env: dict[str, str]) -> subprocess.Popen:
 
 
 def post_pod(session: requests.Session, port: int, body: bytes) -> float:
-    """Milliseconds for one pod's filter then prioritize."""
+    """Milliseconds for one pod's filter, then prioritize of the nodes that passed it (as
+    kube-scheduler calls them); building the prioritize body is not timed."""
     started = time.perf_counter()
-    for verb in ("filter", "prioritize"):
-        res = session.post(f"http://127.0.0.1:{port}/{verb}", data=body,
-                           headers={"Content-Type": "application/json"}, timeout=60)
-        res.raise_for_status()
-    return (time.perf_counter() - started) * 1e3
+    res = session.post(f"http://127.0.0.1:{port}/filter", data=body,
+                       headers={"Content-Type": "application/json"}, timeout=60)
+    res.raise_for_status()
+    spent = time.perf_counter() - started
+    passed = prioritize_body(body, res.content)
+    started = time.perf_counter()
+    res = session.post(f"http://127.0.0.1:{port}/prioritize", data=passed,
+                       headers={"Content-Type": "application/json"}, timeout=60)
+    res.raise_for_status()
+    return (spent + time.perf_counter() - started) * 1e3
+
+
+def prioritize_body(filter_body: bytes, filter_answer: bytes) -> bytes:
+    """The ExtenderArgs kube-scheduler sends prioritize after this filter answer: the same
+    pod, and only the nodes that passed (names, or node objects in full mode)."""
+    args, answer = orjson.loads(filter_body), orjson.loads(filter_answer)
+    if args.get("NodeNames") is not None:
+        args["NodeNames"] = answer["NodeNames"] or []
+    else:
+        args["Nodes"] = {**args["Nodes"], "items": (answer["Nodes"] or {}).get("items") or []}
+    return orjson.dumps(args)
 
 
 def replay(ports: tuple[int, int], bodies: list[bytes]) -> tuple[list[float], list[float]]:
@@ -189,9 +207,12 @@ def phase_profile(url: str, bodies: list[bytes], now: Callable[[], float]) -> di
     scheduler = Scheduler(settings, RedisStore.from_url(url), estimator)
     layouts = NodeLayouts()
     samples: dict[str, list[float]] = {name: [] for name in (*PHASES, "service")}
-    for body in bodies:
+    for filter_body in bodies:
         spent = dict.fromkeys(samples, 0.0)
+        body, answer = filter_body, b""
         for verb in ("filter", "prioritize"):
+            if verb == "prioritize":
+                body = prioritize_body(filter_body, answer)
             clock = _Clock()
             args = wire_kube.decode_args(parse_body(body), layouts)
             spent["parse"] += clock.lap()
@@ -211,7 +232,7 @@ def phase_profile(url: str, bodies: list[bytes], now: Callable[[], float]) -> di
                     store.record_filter(decision.record, settings.demand_ttl_s, decision.waiter,
                                         snapshot.now, settings.wait_ttl_s, decision.told)
                 spent["write"] += clock.lap()
-                orjson.dumps(wire_kube.encode_filter(args, decision.verdicts))
+                answer = orjson.dumps(wire_kube.encode_filter(args, decision.verdicts))
             else:
                 scores = prioritizing.decide_scores(job, args.nodes, settings)
                 spent["decision"] += clock.lap()
