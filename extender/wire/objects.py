@@ -46,28 +46,37 @@ POD_UID = NameRule(re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*"), 128,
                    "a UID (letters, digits, '.', '_' and '-')")
 
 
+NAME_LISTS_KEPT = 4  # node-name lists a worker remembers as checked
+
+
 class NodeLayouts:
     """Layouts of node versions seen in requests, least recently used dropped first, and
-    the last list of node names checked.
+    the last few lists of node names checked.
 
     The API server gives every change to an object a new resourceVersion and
     kube-scheduler resends the same nodes, so a version is parsed once; in names mode
-    it sends the same names pod after pod, so a list is checked once.
+    it sends the same names pod after pod (to filter, and their passing part to
+    prioritize), so a list is checked once.
     """
 
     def __init__(self, max_entries: int = 1 << 16) -> None:
         self.max_entries = max_entries
         self._layouts: OrderedDict[NodeVersion, NodeGpus] = OrderedDict()
         self._lock = threading.Lock()  # move_to_end and popitem race between threads
-        self._names: tuple[list[str], dict[str, None]] = ([], {})
+        # (list, its names as a dict), most recently used last; replaced whole, never edited
+        self._names: tuple[tuple[list[str], dict[str, None]], ...] = ()
 
     def names(self, values: list[Any], what: str) -> dict[str, None]:
         """`values` checked by `require_names` as a new dict of the names in order (the
-        same as `dict.fromkeys`); equal to the last list checked, it is not checked again."""
-        last, nodes = self._names
-        if values != last:
-            nodes = dict.fromkeys(require_names(values, what))
-            self._names = (values, nodes)
+        same as `dict.fromkeys`); equal to a list checked lately, it is not checked again."""
+        kept = self._names
+        for i in range(len(kept) - 1, -1, -1):
+            if kept[i][0] == values:
+                hit = kept[i]
+                self._names = (*kept[:i], *kept[i + 1:], hit)
+                return hit[1].copy()
+        nodes = dict.fromkeys(require_names(values, what))
+        self._names = (*kept[1 - NAME_LISTS_KEPT:], (values, nodes))
         return nodes.copy()
 
     def __len__(self) -> int:

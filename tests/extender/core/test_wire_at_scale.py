@@ -11,7 +11,7 @@ import pytest
 
 from extender.errors import BadRequest
 from extender.model import PodInfo, Verdict
-from extender.wire import kube
+from extender.wire import kube, objects
 from extender.wire.kube import ExtenderArgs, decode_args, encode_filter, encode_priorities
 from extender.wire.objects import NodeLayouts, require_name, require_names
 from tests.builders import make_pod
@@ -66,6 +66,35 @@ def test_a_list_of_names_checked_before_is_not_checked_again_and_never_shared() 
             decode_args({"Pod": make_pod(), "NodeNames": bad}, layouts)
     assert list(decode_args({"Pod": make_pod(), "NodeNames": names[:3]}, layouts).nodes) \
         == names[:3]
+
+
+def test_filters_list_and_its_passing_part_are_each_checked_once(monkeypatch) -> None:
+    """kube-scheduler names a list to filter and the part that passed to prioritize, pod
+    after pod: both stay checked; a list more than a worker keeps is checked again, and a
+    bad list is refused every time."""
+    checked = []
+    real = objects.require_names
+    monkeypatch.setattr(objects, "require_names",
+                        lambda values, what: checked.append(len(values)) or real(values, what))
+    layouts = NodeLayouts()
+    names = [f"gpu-node-{i}" for i in range(500)]
+    lists = [names, names[::2], names[:7], names[100:], names[::-1]]
+    assert len(lists) > objects.NAME_LISTS_KEPT
+    for _ in range(3):
+        for named in lists[:2]:
+            assert list(decode_args({"Pod": make_pod(), "NodeNames": list(named)},
+                                    layouts).nodes) == named
+    assert checked == [500, 250]
+    for named in lists:  # one list more than kept: the least recently used goes
+        assert list(layouts.names(list(named), "NodeNames[]")) == named
+    assert checked == [500, 250, 7, 400, 500]
+    assert list(layouts.names(list(names[::2]), "NodeNames[]")) == names[::2]
+    assert list(layouts.names(list(names), "NodeNames[]")) == names
+    assert checked == [500, 250, 7, 400, 500, 500]  # kept: not checked; dropped: again
+    for _ in range(2):
+        with pytest.raises(BadRequest, match=r"NodeNames\[\] must be"):
+            layouts.names([*names[:-1], "Bad_Name"], "NodeNames[]")
+    assert checked[-2:] == [500, 500]
 
 
 def test_answers_encode_as_node_by_node() -> None:
