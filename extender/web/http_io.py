@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import orjson
 from flask import Response, current_app, request
-from werkzeug.exceptions import RequestEntityTooLarge
+from gunicorn.http.errors import ParseException
+from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge
 
 from extender.errors import BadRequest, BodyTooLarge
 from extender.metrics import REQUEST_SECONDS
@@ -63,11 +64,25 @@ def _depth(structure: bytes) -> int:
 
 def read_json() -> Any:
     """The request body as JSON; `BodyTooLarge` past `MAX_CONTENT_LENGTH`, `BadRequest` for
-    an empty body, nesting deeper than `MAX_JSON_DEPTH` or invalid JSON."""
+    a body that cannot be read (a broken chunked encoding, a client gone), an empty body,
+    nesting deeper than `MAX_JSON_DEPTH` or invalid JSON.
+
+    A chunked body (no Content-Length) is read up to the limit and no further (Werkzeug
+    stops there without a word), so one that reaches the limit is refused: it cannot be
+    told from a longer one."""
+    limit = current_app.config["MAX_CONTENT_LENGTH"]
     try:
         raw = request.get_data(cache=False)
     except RequestEntityTooLarge as exc:
-        raise BodyTooLarge(f"body larger than {current_app.config['MAX_CONTENT_LENGTH']} bytes") from exc
+        raise BodyTooLarge(f"body larger than {limit} bytes") from exc
+    except (OSError, ValueError, ClientDisconnected, ParseException) as exc:
+        # gunicorn's own errors (a bad chunk size, a chunk's missing CRLF) reach us as they
+        # are; Werkzeug reports a failed read as the client gone, the cause says why.
+        cause = (exc.__context__ or exc) if isinstance(exc, ClientDisconnected) else exc
+        raise BadRequest(f"body could not be read: {str(cause)[:120] or type(cause).__name__}"
+                         ) from exc
+    if request.content_length is None and limit is not None and len(raw) >= limit:
+        raise BodyTooLarge(f"body larger than {limit} bytes")
     return parse_body(raw)
 
 

@@ -3,9 +3,11 @@ the verb's contract-valid 4xx (or its contract answer), never a 500, and leaves 
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
+from gunicorn.http.errors import InvalidChunkSize
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -145,3 +147,49 @@ def test_names_breaking_kubernetes_rules_are_refused_before_any_state(client, re
             "/volcano/deallocate": {"task": volcano_task(pod, "gpu-node-0")}}[verb]
     spoil(body)
     _refused_with_shape(client, redis_client, verb, json.dumps(body), field)
+
+
+class _BrokenChunks(io.BytesIO):
+    """A chunked body as gunicorn reads it when the client breaks the encoding."""
+
+    def read(self, *_: object) -> bytes:
+        raise InvalidChunkSize(b"zz")
+
+    readline = readinto = read
+
+
+def _chunked(client, verb: str, stream: object):  # noqa: ANN001, ANN202
+    """POST `stream` with no Content-Length, as a server that de-chunks (gunicorn) hands it."""
+    return client.post(verb, input_stream=stream, content_type="application/json",
+                       headers={"Transfer-Encoding": "chunked"},
+                       environ_overrides={"wsgi.input_terminated": True})
+
+
+@pytest.mark.parametrize("verb", sorted(ERROR_SHAPES))
+def test_a_broken_chunked_body_is_a_400_of_the_verbs_shape(client, redis_client, verb) -> None:
+    before = redis_state(redis_client)
+    response = _chunked(client, verb, _BrokenChunks())
+    assert response.status_code == 400, response.data[:200]
+    payload = response.get_json()
+    assert set(payload) == ERROR_SHAPES[verb]
+    assert "body could not be read: Invalid chunk size: b'zz'" in payload[ERROR_TEXT_KEY[verb]]
+    assert redis_state(redis_client) == before
+
+
+@pytest.mark.parametrize("verb", sorted(ERROR_SHAPES))
+def test_a_chunked_body_past_the_limit_is_a_413_not_cut_short(app, client, redis_client,
+                                                              verb) -> None:
+    """Werkzeug stops reading a chunked body at the limit: what it read may be valid JSON
+    (here the whole request, padded), and must still be refused, never answered."""
+    app.config["MAX_CONTENT_LENGTH"] = 4096
+    body = json.dumps(filter_args(make_pod(), [make_node("n1")])).encode()
+    before = redis_state(redis_client)
+    response = _chunked(client, verb, io.BytesIO(body + b" " * 8192))
+    assert response.status_code == 413, response.data[:200]
+    payload = response.get_json()
+    assert set(payload) == ERROR_SHAPES[verb]
+    assert "larger than 4096 bytes" in payload[ERROR_TEXT_KEY[verb]]
+    assert redis_state(redis_client) == before
+    if verb == "/filter":  # below the limit, the same chunked body is answered
+        answered = _chunked(client, verb, io.BytesIO(body))
+        assert answered.status_code == 200 and answered.get_json()["Error"] == ""
