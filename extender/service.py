@@ -145,7 +145,7 @@ class Scheduler:
             # predicate keeps its node only): a retry of a placement made is still fine.
             held = self.store.job(pod.uid)
             if held is None or not binding.holds_live(held, node, now):
-                raise Conflict(f"node {node} has no known GPU layout; filter it first")
+                raise binding.unknown_layout(node)
             reservation = Reservation(pod.uid, node, held.gpu_index, new=False,
                                       gpu_indices=held.gpu_indices)
             need = Need(held.reserved_mib, held.predicted_s)

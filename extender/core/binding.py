@@ -53,6 +53,13 @@ class ReservationPlan:
     need: Need
 
 
+def unknown_layout(node: str) -> Conflict:
+    """Bind to a node with no GPU layout for the pod: the filter record keeps only the nodes
+    that passed (the node watcher's layouts aside)."""
+    return Conflict(f"node {node} has no GPU layout known for this pod: it did not pass the "
+                    "pod's filter, or the node is gone; filter the pod again")
+
+
 def plan_reservation(pod: PodInfo, demand: PodDemand, node: NodeState,
                      needs: Mapping[str, Need], settings: Settings, now: float,
                      avoid: frozenset[int] = frozenset(),
@@ -60,7 +67,7 @@ def plan_reservation(pod: PodInfo, demand: PodDemand, node: NodeState,
     """Raises `Conflict` when the node's GPU layout is unknown. `alpha`: the node's GPU
     type's collocation slowdown (None: the configured one)."""
     if node.gpus is None or node.gpus.count == 0:
-        raise Conflict(f"node {node.name} has no known GPU layout; filter it first")
+        raise unknown_layout(node.name)
     gpu_type = type_of(node.gpus)
     need = needs[gpu_type]
     record = JobRecord(

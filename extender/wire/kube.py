@@ -61,7 +61,12 @@ def decode_args(body: Any, layouts: NodeLayouts | None = None) -> ExtenderArgs:
         if decoded is None:
             decoded = [decode_node(item, f"Nodes.items[{i}]", layouts)
                        for i, item in enumerate(items)]
-        return ExtenderArgs(pod, dict(decoded), items)
+        nodes = dict(decoded)
+        if len(nodes) != len(decoded):  # two objects, one name: which one to judge and echo?
+            seen: set[str] = set()
+            twice = next(name for name, _ in decoded if name in seen or seen.add(name))
+            raise BadRequest(f"Nodes.items names node {twice!r} more than once")
+        return ExtenderArgs(pod, nodes, items)
     if names is None:
         raise BadRequest("one of Nodes or NodeNames is required")
     if not isinstance(names, list):

@@ -45,5 +45,5 @@ def test_the_plan_records_the_pod_the_need_and_the_gpus_to_try() -> None:
 
 
 def test_a_node_without_a_known_layout_is_a_conflict() -> None:
-    with pytest.raises(Conflict, match="no known GPU layout"):
+    with pytest.raises(Conflict, match="no GPU layout known for this pod: it did not pass"):
         plan_reservation(POD, DEMAND, NodeState("ghost", None), {}, Settings(), now=0.0)

@@ -193,3 +193,20 @@ def test_a_chunked_body_past_the_limit_is_a_413_not_cut_short(app, client, redis
     if verb == "/filter":  # below the limit, the same chunked body is answered
         answered = _chunked(client, verb, io.BytesIO(body))
         assert answered.status_code == 200 and answered.get_json()["Error"] == ""
+
+
+@pytest.mark.parametrize("verb", ["/filter", "/prioritize"])
+def test_two_node_objects_of_one_name_are_refused_not_echoed(client, redis_client,
+                                                             verb) -> None:
+    """Which object would filter judge and which would it echo as passing? Neither: 400.
+    (The pod needs 30000 MiB: only the A100 object of the two could take it.)"""
+    pod = make_pod(model=None, **{"schedtune.io/gpu-memory": "30000"})
+    nodes = [make_node("gpu-node-0"), make_node("gpu-node-0", "NVIDIA-A100-SXM4-40GB"),
+             make_node("gpu-node-1")]
+    before = redis_state(redis_client)
+    response = client.post(verb, json=filter_args(pod, nodes))
+    assert response.status_code == 400
+    assert "Nodes.items names node 'gpu-node-0' more than once" in response.get_json()["Error"]
+    assert redis_state(redis_client) == before
+    answered = client.post(verb, json=filter_args(pod, nodes[1:]))  # each name once: judged
+    assert answered.status_code == 200
