@@ -41,7 +41,9 @@ from extender.model import (
 from extender.registry import ModelRegistry
 from extender.settings import Settings
 from extender.sizing import Sizer, check_fits_somewhere, unknown_model_reason
-from extender.state.store import KUBE_BIND, VOLCANO_ALLOCATE, RedisStore
+from extender.state.store import (
+    KUBE_BIND, NO_WAITERS, VOLCANO_ALLOCATE, RedisStore, WaitersRead,
+)  # fmt: skip
 
 log = logging.getLogger(__name__)
 NodeLayoutsByName = Mapping[str, NodeGpus | None]  # None: the node watcher's layout
@@ -138,7 +140,7 @@ class Scheduler:
         self._cycle = None  # queues change here: the next prioritize reads them again
         now = self.clock()
         snapshot = self.store.snapshot({node: filtered.layouts.get(node)}, now,
-                                       vet=binding.trusted_layout)
+                                       vet=binding.trusted_layout, waiters=NO_WAITERS)
         state = snapshot.nodes[node]
         if state.gpus is None or not state.gpus.count:
             # No layout to plan with (the record keeps passing nodes only, and a Volcano
@@ -184,7 +186,9 @@ class Scheduler:
             demand = parse_demand(pod)
             if demand is None:
                 return NotOurs()
-            snapshot = self.store.snapshot(nodes, self.clock(), sync=sync)
+            # Its own entry (when it waits) and the oldest few: all that holds read.
+            waiters = WaitersRead(pod.uid, self.settings.hold_for + 1)
+            snapshot = self.store.snapshot(nodes, self.clock(), sync=sync, waiters=waiters)
             layouts = distinct_layouts(snapshot.nodes)
             needs = self._needs(demand, layouts, snapshot.floors)
             check_fits_somewhere(demand, needs, layouts)

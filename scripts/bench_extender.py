@@ -195,6 +195,7 @@ def phase_profile(url: str, bodies: list[bytes], now: Callable[[], float]) -> di
     from extender.service import Scheduler
     from extender.settings import Settings
     from extender.sizing import Sizer, check_fits_somewhere
+    from extender.state.store import WaitersRead
     from extender.web.http_io import parse_body
     from extender.wire import kube as wire_kube
     from extender.wire.objects import NodeLayouts
@@ -218,7 +219,8 @@ def phase_profile(url: str, bodies: list[bytes], now: Callable[[], float]) -> di
             spent["parse"] += clock.lap()
             demand = parse_demand(args.pod)
             assert demand is not None, "bench pods are annotated"
-            snapshot = store.snapshot(args.nodes, now(), sync=verb == "filter")  # the cycle
+            snapshot = store.snapshot(args.nodes, now(), sync=verb == "filter",  # the cycle
+                                      waiters=WaitersRead(demand.uid, settings.hold_for + 1))
             spent["state sync"] += clock.lap()
             kinds = distinct_layouts(snapshot.nodes)
             needs = sizer.needs(demand, kinds, snapshot.floors)

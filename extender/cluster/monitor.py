@@ -65,7 +65,7 @@ from extender.model import (
 from extender.registry import ModelRegistry
 from extender.settings import Settings
 from extender.sizing import Sizer
-from extender.state.store import RedisStore
+from extender.state.store import NO_WAITERS, RedisStore
 
 log = logging.getLogger(__name__)
 LEARN_FROM_RUNS = 2000  # the latest observations each refit of the collocation slowdown reads
@@ -269,7 +269,7 @@ class Monitor:
         demand = self._demand(facts)
         base = None if demand is None else self._base(facts, demand)
         now = self.clock()
-        snapshot = self.store.snapshot({facts.node: None}, now)
+        snapshot = self.store.snapshot({facts.node: None}, now, waiters=NO_WAITERS)
         node = snapshot.nodes[facts.node]
         if base is None or node.gpus is None or not node.gpu_states:
             if base is not None:

@@ -35,6 +35,12 @@ local function drop(uid)
   redis.call('ZREM', 'st:jobs', uid)
   redis.call('DEL', 'st:job:' .. uid)
 end
+-- A pod no longer waits: its entry, its place in the waiting order and its expiry go.
+local function unwait(uid)
+  redis.call('HDEL', 'st:waiting', uid)
+  redis.call('ZREM', 'st:waiting:order', uid)
+  redis.call('ZREM', 'st:waiting:expiry', uid)
+end
 local function expiry(key)
   local exp = tonumber(redis.call('HGET', key, 'expires_at')) or 0
   if exp ~= exp then return 0 end
@@ -68,7 +74,7 @@ if current then
     -- Idempotent per (uid, node) only: a live reservation elsewhere is never moved.
     local here = 'st:gpu:' .. fields.node .. ':'
     if string.sub(current, 1, #here) ~= here then return {'elsewhere', current} end
-    redis.call('HDEL', 'st:waiting', uid)
+    unwait(uid)
     return {'exists', current, redis.call('HGET', KEYS[1], 'gpus') or ''}
   end
   drop(uid)
@@ -111,14 +117,42 @@ for _, queue in ipairs(chosen) do
   touch(queue)
 end
 redis.call('ZADD', KEYS[2], now, uid)
-redis.call('HDEL', 'st:waiting', uid)
+unwait(uid)
 return {'reserved', chosen[1], table.concat(indices, ',')}
 """
 
 CHANGES = """
-local since = ARGV[1]
+-- ARGV: the rev the mirror has, now, a pod UID ('' : none), how many of the oldest waiters
+-- (-1: every one). Waiters: that pod's own entry, then the oldest live ones in order
+-- (an entry may come twice); the waiting order is walked, never the whole hash.
+local since, now, want = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
+local waiting
+if want < 0 then
+  waiting = redis.call('HVALS', 'st:waiting')
+else
+  waiting = {}
+  if ARGV[3] ~= '' then
+    local own = redis.call('HGET', 'st:waiting', ARGV[3])
+    if own then waiting[1] = own end
+  end
+  local start, found = 0, 0
+  while found < want do
+    local uids = redis.call('ZRANGE', 'st:waiting:order', start, start + want + 15)
+    if #uids == 0 then break end
+    for _, uid in ipairs(uids) do
+      local exp = tonumber(redis.call('ZSCORE', 'st:waiting:expiry', uid))
+      local entry = redis.call('HGET', 'st:waiting', uid)
+      if entry and exp and exp > now then
+        waiting[#waiting + 1] = entry
+        found = found + 1
+        if found >= want then break end
+      end
+    end
+    start = start + #uids
+  end
+end
 local out = {redis.call('GET', 'st:epoch') or '', redis.call('GET', 'st:rev') or '0',
-             redis.call('GET', KEYS[1]) or '0', redis.call('HVALS', 'st:waiting'),
+             redis.call('GET', KEYS[1]) or '0', waiting,
              redis.call('HGETALL', 'st:floors'), redis.call('HGETALL', 'st:interference')}
 for _, queue in ipairs(redis.call('ZRANGEBYSCORE', 'st:changed', '(' .. since, '+inf')) do
   local rows = {}
@@ -136,16 +170,33 @@ end
 return out
 """
 
-WAIT = """
+WAIT = LIVE + """
+-- ARGV: the pod's UID, now, its entry (JSON), since, expires at. Waiters expired by now go
+-- first (found by their expiry: the work is what expired, never every waiter). Then a few
+-- more entries of the hash are looked at, from where the last call stopped: an unreadable
+-- or expired one goes, a live one missing from the order (written before there was one)
+-- joins it, so the whole hash is swept a few entries per call.
 local now = tonumber(ARGV[2])
-local all = redis.call('HGETALL', KEYS[1])
-for i = 1, #all, 2 do
-  local ok, entry = pcall(cjson.decode, all[i + 1])
-  if not ok or type(entry) ~= 'table' or (tonumber(entry.expires_at) or 0) <= now then
-    redis.call('HDEL', KEYS[1], all[i])
+for _, uid in ipairs(redis.call('ZRANGEBYSCORE', 'st:waiting:expiry', '-inf', ARGV[2])) do
+  unwait(uid)
+end
+local scan = redis.call('HSCAN', 'st:waiting', redis.call('GET', 'st:waiting:sweep') or '0',
+                        'COUNT', 32)
+redis.call('SET', 'st:waiting:sweep', scan[1])
+for i = 1, #scan[2], 2 do
+  local uid, ok, entry = scan[2][i], pcall(cjson.decode, scan[2][i + 1])
+  local since = ok and type(entry) == 'table' and tonumber(entry.since)
+  local expires = ok and type(entry) == 'table' and tonumber(entry.expires_at)
+  if not since or since ~= since or not expires or expires ~= expires or expires <= now then
+    unwait(uid)
+  elseif not redis.call('ZSCORE', 'st:waiting:order', uid) then
+    redis.call('ZADD', 'st:waiting:order', string.format('%.17g', since), uid)
+    redis.call('ZADD', 'st:waiting:expiry', string.format('%.17g', expires), uid)
   end
 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+redis.call('HSET', 'st:waiting', ARGV[1], ARGV[3])
+redis.call('ZADD', 'st:waiting:order', ARGV[4], ARGV[1])
+redis.call('ZADD', 'st:waiting:expiry', ARGV[5], ARGV[1])
 return 1
 """
 
@@ -169,7 +220,7 @@ if ARGV[2] then
     return nil
   end
 end
-redis.call('HDEL', 'st:waiting', ARGV[1])
+unwait(ARGV[1])
 if not queue then return nil end
 local record = redis.call('HGETALL', KEYS[1])
 drop(ARGV[1])
@@ -206,7 +257,7 @@ local need = tonumber(fields.reserved_mib)
 if not need or need ~= need or need <= 0 or need > cap or not tonumber(fields.reserved_at) then
   return {'invalid', ''}
 end
-redis.call('HDEL', 'st:waiting', fields.uid)
+unwait(fields.uid)
 local current = redis.call('HGET', KEYS[1], 'queue')
 if current == KEYS[3] then
   if expiry(KEYS[1]) > 0 then

@@ -24,8 +24,9 @@ MAX_STORED_ALPHA = 10.0
 
 
 def live_waiters(raw: list[str], now: float) -> tuple[Waiter, ...]:
-    """Decoded waiters not yet expired, oldest first (a bad entry is skipped, not fatal)."""
-    waiters = []
+    """Decoded waiters not yet expired, oldest first, each once (a bad entry is skipped,
+    not fatal)."""
+    waiters: dict[str, Waiter] = {}
     for item in raw:
         try:
             entry = orjson.loads(item)
@@ -35,11 +36,12 @@ def live_waiters(raw: list[str], now: float) -> tuple[Waiter, ...]:
             gpus = int(entry.get("gpus", 1))
             if not 1 <= gpus <= MAX_GPUS:
                 continue
-            waiters.append(Waiter(str(entry["uid"]), float(entry["since"]), needs,
-                                  str(entry.get("pod", "")), gpus))
+            waiter = Waiter(str(entry["uid"]), float(entry["since"]), needs,
+                            str(entry.get("pod", "")), gpus)
+            waiters[waiter.uid] = waiter
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             continue
-    return tuple(sorted(waiters, key=lambda w: (w.since, w.uid)))
+    return tuple(sorted(waiters.values(), key=lambda w: (w.since, w.uid)))
 
 
 def layout_from_json(raw: str) -> NodeGpus | None:

@@ -31,6 +31,11 @@ Key layout (human readable; every key is built by the helpers below):
     st:waiting              hash    pod UID -> JSON waiter: pod, since, expires_at, needs
                                     ({gpu type: [padded MiB, predicted s]}) for annotated
                                     pods that fit nowhere (removed on bind or release)
+    st:waiting:order        zset    the waiting pods' UIDs scored by since (then UID): the
+                                    oldest are read without the whole hash
+    st:waiting:expiry       zset    the waiting pods' UIDs scored by expires_at: expired
+                                    waiters are dropped without the whole hash
+    st:waiting:sweep        string  where the next waiter's write goes on sweeping the hash
     st:decisions            stream  decisions told to pods' owners (Events the monitor posts)
                                     and operators (the status page): kind, at, uid, pod,
                                     node, message; capped at about 2,000
@@ -66,7 +71,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 import redis
@@ -124,6 +129,18 @@ def job_key(uid: str) -> str:
     return f"st:job:{uid}"
 
 
+class WaitersRead(NamedTuple):
+    """Which waiters a snapshot reads: pod `pod_uid`'s own entry ('': none) and the
+    `oldest` live ones (None: every live waiter)."""
+
+    pod_uid: str = ""
+    oldest: int | None = None
+
+
+EVERY_WAITER = WaitersRead()
+NO_WAITERS = WaitersRead(oldest=0)
+
+
 def demand_key(uid: str) -> str:
     return f"st:demand:{uid}"
 
@@ -147,7 +164,9 @@ class RedisStore:
         self._layout_cache: tuple[str | None, dict[str, NodeGpus]] = (None, {})
         self._mirror = QueueMirror()
         self._mirror_lock = threading.Lock()
-        self._synced: tuple[str, list[str], list[str]] | None = None  # the last sync's reads
+        # the last sync's reads, and which waiters it read (`WaitersRead`)
+        self._synced: tuple[str, list[str], list[str], list[str]] | None = None
+        self._synced_waiters: WaitersRead | None = None
 
     @classmethod
     def from_url(cls, url: str, timeout_s: float = 1.0) -> RedisStore:
@@ -159,17 +178,21 @@ class RedisStore:
         return bool(self._call(self._redis.ping))
 
     def snapshot(self, nodes: Mapping[str, NodeGpus | None], now: float,
-                 vet: LayoutRule | None = None, sync: bool = True) -> ClusterSnapshot:
+                 vet: LayoutRule | None = None, sync: bool = True,
+                 waiters: WaitersRead = EVERY_WAITER) -> ClusterSnapshot:
         """A frozen read of the named nodes' queues and of the waiters (one round trip while
         node layouts are unchanged). A layout of None is read from the node watcher's hash.
 
         `vet(claimed, watched)`, when given, decides each node's layout from the one
         named (claimed by a request) and the node watcher's (None: never seen).
+        `waiters`: which waiters to read (`WaitersRead`; a request needs only its pod's own
+        entry and the oldest few, whatever the number waiting).
         `sync=False` reads this worker's mirror as the last snapshot left it, with no
         round trip (prioritize of the pod that snapshot was read for)."""
         with self._mirror_lock:
-            if sync or self._synced is None:
-                self._synced = self._sync_mirror()
+            if sync or self._synced is None or self._synced_waiters != waiters:
+                self._synced = self._sync_mirror(now, waiters)
+                self._synced_waiters = waiters
             nodes_rev, waiting, floors, alphas = self._synced
             watched = self._layouts(nodes_rev)  # re-read only when the watcher changed one
             mirror = self._mirror
@@ -188,18 +211,20 @@ class RedisStore:
                                floors=floors_from_pairs(floors),
                                alphas=alphas_from_pairs(alphas))
 
-    def _sync_mirror(self) -> tuple[str, list[str], list[str], list[str]]:
+    def _sync_mirror(self, now: float,
+                     waiters: WaitersRead) -> tuple[str, list[str], list[str], list[str]]:
         """Bring the mirror up to date: one script call returning only what changed.
 
         Returns the node layouts' rev, the raw waiters, OOM floors and learned alphas,
         read in the same call."""
         mirror = self._mirror
+        read = [now, waiters.pod_uid, -1 if waiters.oldest is None else waiters.oldest]
         epoch, rev, nodes_rev, waiting, floors, alphas, *changed = self._call(
-            self._changes, keys=[NODES_REV_KEY], args=[mirror.rev])
+            self._changes, keys=[NODES_REV_KEY], args=[mirror.rev, *read])
         if epoch != mirror.epoch or int(rev) < mirror.rev:
             mirror.reset(epoch)
             _, rev, nodes_rev, waiting, floors, alphas, *changed = self._call(
-                self._changes, keys=[NODES_REV_KEY], args=[0])
+                self._changes, keys=[NODES_REV_KEY], args=[0, *read])
         updates = []
         for queue, rows in zip(changed[::2], changed[1::2], strict=True):
             node, _, index = queue.removeprefix("st:gpu:").rpartition(":")
@@ -432,10 +457,12 @@ class RedisStore:
         pipe = self._redis.pipeline(transaction=True)
         pipe.set(key, payload, ex=ttl_s)
         if waiter is not None:
+            expires_at = now + wait_ttl_s
             entry = {"uid": waiter.uid, "pod": waiter.pod, "since": waiter.since,
-                     "expires_at": now + wait_ttl_s, "needs": waiter.needs, "gpus": waiter.gpus}
-            self._wait(keys=[WAITING_KEY], args=[waiter.uid, now, orjson.dumps(entry)],
-                       client=pipe)
+                     "expires_at": expires_at, "needs": waiter.needs, "gpus": waiter.gpus}
+            self._wait(keys=[WAITING_KEY], client=pipe, args=[
+                waiter.uid, now, orjson.dumps(entry), repr(float(waiter.since)),
+                repr(float(expires_at))])
         self._tell_all(pipe, decisions, now, repeat_s)
         self._call(pipe.execute)
 

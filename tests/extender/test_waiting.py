@@ -127,3 +127,125 @@ def test_queues_cli_lists_waiting_pods(client, store, clock, redis_url, capsys, 
     assert set(entry["needs"]) == {"RTX-3090", "RTX-3070"}
     assert queues.main(["--redis", redis_url, "--waiting"]) == 0
     assert capsys.readouterr().out.startswith("default/giant")
+
+
+def _waiters_world(store, clock, rng, count: int) -> list[str]:
+    """Nodes with jobs on them and `count` waiters of random age, needs and expiry (some
+    expired, some sharing one `since`), written as filter writes them."""
+    from extender.model import FilterRecord, JobRecord, NodeGpus, PodDemand, Waiter
+
+    layouts = [NodeGpus("NVIDIA-GeForce-RTX-3090", "RTX-3090", 4, 24576, 0),
+               NodeGpus("Tesla-T4", "T4", 1, 15360, 1)]
+    for i in range(40):
+        store.put_node(f"node-{i}", layouts[i % 2])
+        for gpu in range(layouts[i % 2].count):
+            if rng.random() < 0.7:
+                uid = f"job-{i}-{gpu}"
+                record = JobRecord(uid=uid, pod=uid, namespace="ml", model="m", task="train",
+                                   node=f"node-{i}", gpu_index=gpu,
+                                   reserved_mib=rng.choice([4000.0, 9000.0, 14000.0]),
+                                   predicted_s=rng.uniform(10, 900), state="reserved",
+                                   reserved_at=clock())
+                store.reserve(record, [(gpu, 1e9, 100)], clock(), 0)
+                store.mark_running(uid, clock() - rng.uniform(0, 300))
+    uids, start = [], clock.now
+    for i in range(count):
+        clock.now = start + rng.choice([0.0, 0.0, rng.uniform(0, 5000)])  # ties in `since`
+        uid = f"wait-{i:03d}"
+        needs = {"RTX-3090": (rng.uniform(2000, 24000), rng.uniform(10, 900)),
+                 "T4": (rng.uniform(2000, 15000), rng.uniform(10, 900))}
+        waiter = Waiter(uid, clock(), needs, f"ml/{uid}", rng.choice([1, 1, 1, 2]))
+        record = FilterRecord(PodDemand(uid, uid, "ml", "resnet50", "train", 32, 1))
+        store.record_filter(record, 60, waiter, clock(), rng.choice([100.0, 6000.0, 90000.0]))
+        uids.append(uid)
+    clock.now = start + 6000  # some waiters expired by now
+    return uids
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_request_reads_its_own_entry_and_the_oldest_waiters_and_decides_as_with_all(
+        store, clock, seed) -> None:
+    """Holds read only the oldest waiters and the pod's own `since`: filter and prioritize
+    decide the same on the few a request reads as on every waiter."""
+    import random
+
+    from extender.core.filtering import decide_filter
+    from extender.core.job import PodJob
+    from extender.core.prioritizing import decide_scores
+    from extender.model import Limits, Need, PodDemand
+    from extender.settings import Settings
+    from extender.state.store import WaitersRead
+
+    rng = random.Random(seed)
+    uids = _waiters_world(store, clock, rng, 120)
+    every = store.snapshot({f"node-{i}": None for i in range(40)}, clock())
+    assert 20 < len(every.waiting) < 120  # some expired
+    nodes = {f"node-{i}": None for i in range(40)}
+    needs = {"RTX-3090": Need(6000, 300), "T4": Need(5000, 200)}
+    held_somewhere = 0
+    for hold_for in (1, 2, 5):
+        settings = Settings(hold_for=hold_for, hold_after_s=rng.choice([0.0, 900.0]),
+                            collocation=Limits(4, {"T4": 2}))
+        for uid in [*rng.sample(uids, 6), "not-waiting"]:
+            read = WaitersRead(uid, hold_for + 1)
+            few = store.snapshot(nodes, clock(), waiters=read)
+            expected = {w.uid: w for w in every.waiting if w.uid == uid}
+            expected.update((w.uid, w) for w in every.waiting[:hold_for + 1])
+            assert few.waiting == tuple(sorted(expected.values(),
+                                               key=lambda w: (w.since, w.uid)))
+            pod = PodDemand(uid, uid, "ml", "resnet50", "train", 32, 1)
+            jobs = [PodJob(pod, snapshot, needs) for snapshot in (few, every)]
+            filtered = [decide_filter(job, nodes, settings) for job in jobs]
+            assert dict(filtered[0].verdicts) == dict(filtered[1].verdicts)
+            assert filtered[0].record == filtered[1].record
+            assert filtered[0].waiter == filtered[1].waiter
+            assert filtered[0].told == filtered[1].told
+            held_somewhere += bool(filtered[1].record.held)
+            assert dict(decide_scores(jobs[0], nodes, settings)) == dict(
+                decide_scores(jobs[1], nodes, settings))
+    assert held_somewhere  # the holds were in play
+
+
+def test_waiters_leave_the_order_when_placed_released_or_expired_and_older_ones_join_it(
+        store, redis_client, clock) -> None:
+    """The order and expiry sets follow the hash: a placement, a release or an expiry takes
+    a waiter out of all three; entries written before there was an order (or by hand)
+    join it, or go when unreadable, a few per new waiter."""
+    import json
+
+    from extender.model import FilterRecord, JobRecord, NodeGpus, PodDemand, Waiter
+    from extender.state.store import WaitersRead
+
+    def wait(uid: str, ttl: float = 600.0) -> None:
+        store.record_filter(FilterRecord(PodDemand(uid, uid, "ml", "resnet50", "train", 32, 1)),
+                            60, Waiter(uid, clock(), {"T4": (100.0, 1.0)}), clock(), ttl)
+
+    def keys() -> list[set[str]]:
+        return [set(redis_client.hkeys("st:waiting")),
+                set(redis_client.zrange("st:waiting:order", 0, -1)),
+                set(redis_client.zrange("st:waiting:expiry", 0, -1))]
+
+    store.put_node("n", NodeGpus("Tesla-T4", "T4", 1, 15360, 1))
+    for uid in ("a", "b", "c"):
+        wait(uid, ttl=50.0 if uid == "c" else 600.0)
+        clock.now += 1
+    record = JobRecord(uid="a", pod="a", namespace="ml", model="m", task="train", node="n",
+                       gpu_index=0, reserved_mib=100.0, predicted_s=1.0, state="reserved",
+                       reserved_at=clock())
+    store.reserve(record, [(0, 1e9, 100)], clock(), 0)  # placed: no longer waits
+    assert keys() == [{"b", "c"}] * 3
+    clock.now += 100  # c expired: the next waiter's write drops it
+    wait("d")
+    assert keys() == [{"b", "d"}] * 3
+    store.release("a")
+    legacy = {f"old-{i}": json.dumps({"uid": f"old-{i}", "pod": "ml/old", "since": 5.0 + i,
+                                      "expires_at": clock() + 600, "needs": {"T4": [1, 1]}})
+              for i in range(70)}
+    redis_client.hset("st:waiting", mapping={**legacy, "junk": "{not json"})
+    for i in range(6):  # 32 entries looked at per write: the whole hash within a few
+        wait(f"new-{i}")
+    hash_keys, order, expiry = keys()
+    assert "junk" not in hash_keys and hash_keys == order == expiry
+    assert set(legacy) <= order
+    oldest = store.snapshot({"n": None}, clock(), waiters=WaitersRead("", 3)).waiting
+    assert [w.uid for w in oldest] == ["old-0", "old-1", "old-2"]
