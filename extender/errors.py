@@ -36,6 +36,11 @@ class StoreUnavailable(ExtenderError):
     retriable = True
 
 
+class StoreRefused(StoreUnavailable):
+    """Redis refused an operation (a key of another type, written by hand): retried like an
+    outage until an operator removes it; never a crash."""
+
+
 class Conflict(ExtenderError):
     """The reservation cannot be made: no GPU on the node has room any more."""
 

@@ -84,11 +84,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from extender.model import Limits
+from estimator.catalogue import CATALOGUE
+from extender.model import UNKNOWN_TYPE, Limits
 from extender.policies import DEFAULT_POLICY, POLICIES, ScoringPolicy, make_policy
 
 BIND_MODES = ("api", "record")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+MAX_COLLOCATION = 1024  # pods per GPU
+GPU_TYPES = frozenset(CATALOGUE) | {UNKNOWN_TYPE}
 
 
 def embedded_redis_url(directory: Path) -> str:
@@ -158,11 +164,12 @@ class Settings:
         """Validate once at startup; `SettingsError` names the variable."""
         get = env.get
         settings = cls(
-            redis_url=get("REDIS_URL") or None,
+            redis_url=_redis_url(get("REDIS_URL") or None),
             kubeconfig=get("KUBECONFIG") or None,
             state_dir=Path(get("EXTENDER_STATE_DIR", "var")),
             bind_mode=_choice(env, "EXTENDER_BIND", "api", BIND_MODES),
-            collocation=Limits(_number(env, "EXTENDER_COLLOCATION_LIMIT", 4, int, 1, 1024),
+            collocation=Limits(_number(env, "EXTENDER_COLLOCATION_LIMIT", 4, int, 1,
+                                       MAX_COLLOCATION),
                                _limits(get("EXTENDER_COLLOCATION_LIMITS", ""))),
             interference_alpha=_number(env, "EXTENDER_INTERFERENCE_ALPHA", 0.47, float, 0, 10),
             interference_learn=_choice(env, "EXTENDER_INTERFERENCE_LEARN", "1",
@@ -185,13 +192,14 @@ class Settings:
             event_rate=_number(env, "EXTENDER_EVENT_RATE", 5.0, float, 0.01, 1000),
             event_burst=_number(env, "EXTENDER_EVENT_BURST", 25, int, 1, 10000),
             node_watch=_choice(env, "EXTENDER_NODE_WATCH", "1", ("0", "1")) == "1",
-            log_level=get("EXTENDER_LOG_LEVEL", "INFO").upper(),
+            log_level=_choice({"EXTENDER_LOG_LEVEL": get("EXTENDER_LOG_LEVEL", "INFO").upper()},
+                              "EXTENDER_LOG_LEVEL", "INFO", LOG_LEVELS),
             bind_address=get("EXTENDER_BIND_ADDRESS", "0.0.0.0:8888"),
             workers=_number(env, "EXTENDER_WORKERS", 2, int, 1, 64),
             tls_cert_file=get("EXTENDER_TLS_CERT_FILE") or None,
             tls_key_file=get("EXTENDER_TLS_KEY_FILE") or None,
             tls_client_ca_file=get("EXTENDER_TLS_CLIENT_CA_FILE") or None,
-            auth_token=_secret(env, "EXTENDER_AUTH_TOKEN_FILE", 16).decode() or None,
+            auth_token=_text_secret(env, "EXTENDER_AUTH_TOKEN_FILE", 16) or None,
             signing_key=_secret(env, "EXTENDER_SIGNING_KEY_FILE", 16) or None,
             scheduler_name=get("EXTENDER_SCHEDULER_NAME", "schedtune-scheduler"),
             worker_connections=_number(env, "EXTENDER_WORKER_CONNECTIONS", 1000, int, 10,
@@ -241,11 +249,39 @@ def _secret(env: Mapping[str, str], key: str, min_bytes: int) -> bytes:
     return value
 
 
+def _text_secret(env: Mapping[str, str], key: str, min_bytes: int) -> str:
+    """`_secret` as text (a bearer token travels in an HTTP header: ASCII only)."""
+    value = _secret(env, key, min_bytes)
+    if not value.isascii():
+        raise SettingsError(f"{key}={env[key]!r}: the token must be ASCII text")
+    return value.decode()
+
+
+def _redis_url(url: str | None) -> str | None:
+    """REDIS_URL as redis-py reads it: redis://, rediss:// or unix://, a port in range."""
+    if url is None:
+        return None
+    try:
+        parsed = urlsplit(url)
+        parsed.port  # noqa: B018 (raises ValueError when it is not a port)
+    except ValueError as exc:
+        raise SettingsError(f"REDIS_URL={url!r}: {exc}") from None
+    if parsed.scheme not in REDIS_SCHEMES:
+        raise SettingsError(f"REDIS_URL={url!r}: expected a {', '.join(REDIS_SCHEMES)} URL")
+    return url
+
+
 def _limits(spec: str) -> dict[str, int]:
+    """Per-GPU-type limits, each 1..`MAX_COLLOCATION`, for GPU types of the catalogue."""
     limits = {}
     for item in filter(None, (part.strip() for part in spec.split(","))):
-        name, sep, value = item.partition("=")
-        if not sep or not value.strip().isdigit() or int(value) < 1:
-            raise SettingsError(f"EXTENDER_COLLOCATION_LIMITS item {item!r}: expected TYPE=N")
-        limits[name.strip()] = int(value)
+        name, sep, value = (part.strip() for part in item.partition("="))
+        if not sep or not name or not (value.isascii() and value.isdigit()) \
+                or not 1 <= int(value) <= MAX_COLLOCATION:
+            raise SettingsError(f"EXTENDER_COLLOCATION_LIMITS item {item!r}: expected TYPE=N, "
+                                f"N in 1..{MAX_COLLOCATION}")
+        if name not in GPU_TYPES:
+            raise SettingsError(f"EXTENDER_COLLOCATION_LIMITS item {item!r}: {name!r} is no GPU "
+                                f"type of the catalogue ({', '.join(sorted(GPU_TYPES))})")
+        limits[name] = int(value)
     return limits

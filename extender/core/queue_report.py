@@ -16,31 +16,36 @@ def queue_report(layouts: Mapping[str, NodeGpus], jobs: Iterable[JobRecord],
                  limits: Limits, now: float) -> list[dict[str, Any]]:
     """One entry per node (sorted by name), each with its GPUs and their jobs.
 
-    Reservations on nodes the node watcher does not know are reported under
-    their node with ``"layout": null`` rather than dropped.
+    Reservations on nodes the node watcher does not know, or on GPU indices its layout
+    does not have, are reported under their node and index (``"layout": null``, or no
+    capacity for that GPU) rather than dropped.
     """
     by_gpu: dict[tuple[str, int], list[JobRecord]] = defaultdict(list)
     for job in jobs:
         if job.expires_at <= 0 or job.expires_at > now:
             for index in job.gpus:  # a multi-GPU pod holds its MiB on each
                 by_gpu[job.node, index].append(job)
-    names = sorted(set(layouts) | {node for node, _ in by_gpu})
+    used: dict[str, set[int]] = defaultdict(set)  # node -> GPU indices with jobs on them
+    for node, index in by_gpu:
+        used[node].add(index)
+    names = sorted(set(layouts) | set(used))
     report = []
     for name in names:
         layout = layouts.get(name)
         limit = limits.for_node(layout) if layout else None
-        count = layout.count if layout else 1 + max(i for n, i in by_gpu if n == name)
+        count = layout.count if layout else 0
         gpus = []
-        for index in range(count):
+        for index in sorted({*range(count), *used.get(name, ())}):
             queue = sorted(by_gpu.get((name, index), []), key=lambda j: j.reserved_at)
             remaining = [remaining_s(QueuedJob(j.uid, j.reserved_mib, j.predicted_s,
                                                        j.started_at), now) for j in queue]
             reserved = sum(j.reserved_mib for j in queue)
+            capacity = layout.memory_mib if layout and index < count else None
             gpus.append({
                 "index": index,
-                "capacity_mib": layout.memory_mib if layout else None,
+                "capacity_mib": capacity,
                 "reserved_mib": round(reserved, 1),
-                "free_mib": round(layout.memory_mib - reserved, 1) if layout else None,
+                "free_mib": None if capacity is None else round(capacity - reserved, 1),
                 "jobs": len(queue), "limit": limit,
                 "queue_delay_s": round(sum(remaining), 1),  # Eq. 1
                 "queue": [{"pod": f"{j.namespace}/{j.pod}", "uid": j.uid, "model": j.model,

@@ -9,6 +9,7 @@ unreadable value, and decisions count such a job as filling its GPU.
 from __future__ import annotations
 
 import math
+from dataclasses import fields as dataclass_fields
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,7 +18,9 @@ import orjson
 from extender.core.annotations import MAX_GPUS
 from extender.model import JobRecord, NodeGpus, QueuedJob, Waiter
 
-MAX_FLOOR_MIB = 2**20  # 1 TiB: a larger OOM floor is not a reading of any GPU
+MAX_FLOOR_MIB = 2**20  # 1 TiB: a larger OOM floor (or GPU) is not a reading of any GPU
+MAX_SHARE_SLOTS = 1024  # pods per GPU by time-slicing replicas: the node watcher's bound
+_LAYOUT_FIELDS = [field.name for field in dataclass_fields(NodeGpus)]
 # A stored alpha above this is no reading (EXTENDER_INTERFERENCE_ALPHA's own bound; the
 # monitor publishes at most `extender.core.interference.MAX_ALPHA`).
 MAX_STORED_ALPHA = 10.0
@@ -45,10 +48,38 @@ def live_waiters(raw: list[str], now: float) -> tuple[Waiter, ...]:
 
 
 def layout_from_json(raw: str) -> NodeGpus | None:
+    """A stored node layout; None when it is not one the node watcher could have written
+    (a wrong type, a count or memory out of bounds): the node then has no known layout."""
     try:
-        return NodeGpus(**orjson.loads(raw))
-    except (ValueError, TypeError):
+        stored = orjson.loads(raw)
+    except ValueError:
         return None
+    return layout_from_fields(stored) if isinstance(stored, dict) else None
+
+
+def layout_from_row(row: Any) -> NodeGpus:
+    """A layout stored as its `NodeGpus.as_row` (a filter record's); ValueError when it is
+    not one."""
+    layout = layout_from_fields(dict(zip(_LAYOUT_FIELDS, row, strict=True))) \
+        if isinstance(row, list) and len(row) == len(_LAYOUT_FIELDS) else None
+    if layout is None:
+        raise ValueError(f"not a stored node layout: {str(row)[:80]}")
+    return layout
+
+
+def layout_from_fields(fields: Mapping[str, Any]) -> NodeGpus | None:
+    try:
+        layout = NodeGpus(**fields)
+    except TypeError:
+        return None
+    counts = (layout.count, layout.memory_mib, layout.share_slots)
+    if (not isinstance(layout.product, str) or not isinstance(layout.problem, str)
+            or not (layout.gpu_type is None or isinstance(layout.gpu_type, str))
+            or any(isinstance(n, bool) or not isinstance(n, int) for n in counts)
+            or not (0 <= layout.count <= MAX_GPUS and 0 <= layout.memory_mib <= MAX_FLOOR_MIB
+                    and 0 <= layout.share_slots <= MAX_SHARE_SLOTS)):
+        return None
+    return layout
 
 
 def as_mapping(pairs: list[str] | dict[str, str]) -> dict[str, str]:

@@ -78,7 +78,7 @@ import redis
 
 from extender.core import gpu_table
 from extender.core.interference import AlphaFit
-from extender.errors import Conflict, StoreUnavailable
+from extender.errors import Conflict, StoreRefused, StoreUnavailable
 from extender.model import (
     ClusterSnapshot, Decision, FilterRecord, JobRecord, NodeGpus, NodeState, PodDemand,
     Reservation, Waiter,
@@ -86,8 +86,7 @@ from extender.model import (
 from extender.state import lua
 from extender.state.records import (
     alphas_from_pairs, floors_from_pairs, gpu_list, job_from_mapping, job_from_pairs,
-    layout_from_json,
-    live_waiters, queued_jobs, reading,
+    layout_from_json, layout_from_row, live_waiters, queued_jobs, reading,
 )
 from extender.state.queue_mirror import QueueMirror
 
@@ -170,8 +169,11 @@ class RedisStore:
 
     @classmethod
     def from_url(cls, url: str, timeout_s: float = 1.0) -> RedisStore:
+        # A value that is not UTF-8 (written by hand) reads with U+FFFD in it, so its reader
+        # finds it unreadable, as any broken record, instead of failing the whole read.
         return cls(redis.Redis.from_url(url, socket_timeout=timeout_s,
                                         socket_connect_timeout=timeout_s, decode_responses=True,
+                                        encoding_errors="replace",
                                         health_check_interval=10))  # fmt: skip
 
     def ping(self) -> bool:
@@ -496,8 +498,8 @@ class RedisStore:
         try:
             self._call(self._redis.xgroup_create, DECISIONS_KEY, POSTERS_GROUP, id="$",
                        mkstream=True)
-        except redis.ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
+        except StoreRefused as exc:
+            if "BUSYGROUP" not in str(exc):  # the group exists already: fine
                 raise
         _, stale, *_ = self._call(self._redis.xautoclaim, DECISIONS_KEY, POSTERS_GROUP,
                                   consumer, stale_ms, "0-0", count=count)
@@ -533,7 +535,7 @@ class RedisStore:
             stored = orjson.loads(raw)
             return FilterRecord(
                 PodDemand(**stored["demand"]),
-                {n: NodeGpus(*row) for row, names in stored.get("groups", ()) for n in names},
+                {n: layout_from_row(row) for row, names in stored.get("groups", ()) for n in names},
                 {n: tuple(int(i) for i in held) for n, held in stored.get("held", {}).items()})
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             return None
@@ -597,3 +599,7 @@ class RedisStore:
             return fn(*args, **kwargs)
         except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
             raise StoreUnavailable(f"state store unreachable ({exc}); retry") from exc
+        except redis.ResponseError as exc:
+            raise StoreRefused(f"state store refused the operation ({str(exc)[:200]}): a "
+                               "st:* key of the wrong type? `schedtune queues` reads them; "
+                               "retry once it is removed") from exc

@@ -29,3 +29,31 @@ def test_client_certificates_need_https() -> None:
                                   "EXTENDER_TLS_CERT_FILE": "/tls.crt",
                                   "EXTENDER_TLS_KEY_FILE": "/tls.key"})
     assert settings.tls_client_ca_file == "/ca.pem"
+
+
+@pytest.mark.parametrize(("env", "needle"), [
+    ({"REDIS_URL": "foo://x"}, "expected a redis, rediss, unix URL"),
+    ({"REDIS_URL": "redis://h:abc"}, "REDIS_URL='redis://h:abc'"),
+    ({"REDIS_URL": "redis://127.0.0.1:99999"}, "out of range"),
+    ({"EXTENDER_LOG_LEVEL": "FOO"}, "EXTENDER_LOG_LEVEL='FOO': expected one of DEBUG"),
+    ({"EXTENDER_COLLOCATION_LIMITS": "K80=\u00b2"}, "expected TYPE=N"),
+    ({"EXTENDER_COLLOCATION_LIMITS": "=3"}, "expected TYPE=N"),
+    ({"EXTENDER_COLLOCATION_LIMITS": "T4=100000000000000000000000"}, "N in 1..1024"),
+    ({"EXTENDER_COLLOCATION_LIMITS": "K8O=2"}, "'K8O' is no GPU type of the catalogue"),
+])
+def test_values_no_process_could_use_are_refused_naming_the_variable(env, needle) -> None:
+    with pytest.raises(SettingsError) as exc:
+        Settings.from_env(env)
+    assert needle in str(exc.value)
+
+
+def test_usable_redis_urls_log_levels_and_limits_are_kept(tmp_path) -> None:
+    for url in ("redis://redis:6379/0", "rediss://:pw@host:6380", "unix:///var/r.sock?db=0"):
+        assert Settings.from_env({"REDIS_URL": url}).redis_url == url
+    settings = Settings.from_env({"EXTENDER_LOG_LEVEL": "debug",
+                                  "EXTENDER_COLLOCATION_LIMITS": " K80 = 2, unknown=1 "})
+    assert settings.log_level == "DEBUG"
+    assert dict(settings.collocation.per_type) == {"K80": 2, "unknown": 1}
+    (tmp_path / "token").write_bytes("a-token-\u00e9\u00e9\u00e9\u00e9\u00e9-of-bytes".encode("latin-1"))
+    with pytest.raises(SettingsError, match="must be ASCII"):
+        Settings.from_env({"EXTENDER_AUTH_TOKEN_FILE": str(tmp_path / "token")})

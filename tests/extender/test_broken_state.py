@@ -1,0 +1,92 @@
+"""Values in Redis that no extender wrote (by hand, by another program): a request never
+fails on them. A broken value reads as unreadable (that node has no layout, that model is
+not registered); a key of the wrong type is a retriable error, as an outage is; the
+operator's report lists what it cannot place instead of running out of memory."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+
+from extender.core.queue_report import queue_report
+from extender.model import JobRecord, Limits, NodeGpus
+from tests.builders import filter_args, make_node, make_pod
+
+THREE_090 = '{"product": "NVIDIA-GeForce-RTX-3090", "gpu_type": "RTX-3090", "count": 1, ' \
+            '"memory_mib": 24576, "share_slots": 4, "problem": ""}'
+
+
+@pytest.fixture
+def raw_redis(redis_url, redis_client) -> redis.Redis:  # noqa: ARG001 (flushed by redis_client)
+    """A client that writes bytes as they are, as `redis-cli` can."""
+    return redis.Redis.from_url(redis_url)
+
+
+def _filter_names(client, names: list[str], pod: dict | None = None) -> dict:  # noqa: ANN001
+    body = filter_args(pod or make_pod(model="resnet50"), [make_node(n) for n in names],
+                       names_only=True)
+    started = time.monotonic()
+    response = client.post("/filter", json=body)
+    assert time.monotonic() - started < 10
+    assert response.status_code == 200, response.data[:300]
+    return response.get_json()
+
+
+def test_a_registered_model_that_is_not_utf8_breaks_no_request(client, raw_redis) -> None:
+    raw_redis.hset("st:models", "bin", b"\xff\xfe")
+    raw_redis.incr("st:models:rev")
+    raw_redis.hset("st:nodes", "ok", THREE_090)
+    raw_redis.incr("st:nodes:rev")
+    out = _filter_names(client, ["ok"])
+    assert out["Error"] == "" and out["NodeNames"] == ["ok"]  # built-in models still work
+
+
+@pytest.mark.parametrize("layout", [
+    b"\xff\xfe not utf-8",
+    b'{"product": "x", "gpu_type": null, "count": "abc", "memory_mib": 1, "share_slots": 1}',
+    b'{"product": "x", "gpu_type": ["a"], "count": 1, "memory_mib": 1, "share_slots": 1}',
+    b'{"product": "x", "gpu_type": null, "count": 1, "memory_mib": "x", "share_slots": 1}',
+    b'{"product": "x", "gpu_type": null, "count": 1, "memory_mib": 1, "share_slots": "z"}',
+    b'{"product": "x", "gpu_type": null, "count": 100000000, "memory_mib": 1, '
+    b'"share_slots": 1}',
+    b'{"product": "x", "gpu_type": null, "count": true, "memory_mib": 1, "share_slots": 1}',
+    b'[1, 2]',
+])
+def test_a_node_layout_no_watcher_wrote_is_no_layout(client, raw_redis, layout) -> None:
+    raw_redis.hset("st:nodes", mapping={"bad": layout, "ok": THREE_090})
+    raw_redis.incr("st:nodes:rev")
+    out = _filter_names(client, ["bad", "ok"])
+    assert out["Error"] == "" and out["NodeNames"] == ["ok"]
+    assert "bad" in out["FailedAndUnresolvableNodes"]
+
+
+def test_a_key_of_the_wrong_type_is_a_retriable_error_and_others_pass(client,
+                                                                       raw_redis) -> None:
+    raw_redis.set("st:waiting", "not a hash")
+    raw_redis.hset("st:nodes", "ok", THREE_090)
+    out = client.post("/filter", json=filter_args(make_pod(model="resnet50"), [make_node("ok")],
+                                                  names_only=True))
+    assert out.status_code == 200  # the contract's answer, its Error retried by the scheduler
+    assert "refused the operation" in out.get_json()["Error"]
+    assert "WRONGTYPE" in out.get_json()["Error"]
+    unannotated = _filter_names(client, ["ok"], make_pod(model=None))
+    assert unannotated["NodeNames"] == ["ok"]
+
+
+def test_the_queue_report_lists_jobs_on_gpus_no_layout_has_and_stays_small() -> None:
+    def job(uid: str, node: str, index: int) -> JobRecord:
+        return JobRecord(uid=uid, pod=uid, namespace="ml", model="m", task="train", node=node,
+                         gpu_index=index, reserved_mib=100.0, predicted_s=10.0,
+                         state="running", reserved_at=1.0)
+
+    layouts = {"known": NodeGpus("NVIDIA-GeForce-RTX-3090", "RTX-3090", 2, 24576)}
+    report = queue_report(layouts, [job("a", "ghost", 99_999_999), job("b", "known", 5),
+                                    job("c", "known", 1)], Limits(4, {}), now=2.0)
+    ghost, known = report
+    assert [g["index"] for g in ghost["gpus"]] == [99_999_999]
+    assert ghost["layout"] is None and ghost["gpus"][0]["queue"][0]["uid"] == "a"
+    assert [g["index"] for g in known["gpus"]] == [0, 1, 5]
+    assert [g["capacity_mib"] for g in known["gpus"]] == [24576, 24576, None]
+    assert known["gpus"][2]["free_mib"] is None and known["gpus"][2]["jobs"] == 1
