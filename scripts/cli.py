@@ -15,6 +15,8 @@ from __future__ import annotations
 import importlib
 import sys
 
+from extender.settings import SettingsError
+
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("extender.__main__", "run the extender under gunicorn (extra arguments: gunicorn's)"),
     "monitor": ("extender.cluster.monitor", "follow pod lifecycles through the Kubernetes API"),
@@ -51,7 +53,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module = importlib.import_module(COMMANDS[name][0])
     sys.argv = [f"schedtune {name}", *rest]  # argparse's prog in each command's messages
-    return int(module.main(rest) or 0)
+    try:
+        return int(module.main(rest) or 0)
+    except SettingsError as exc:  # an EXTENDER_* variable no command could use
+        print(f"schedtune {name}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

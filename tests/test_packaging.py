@@ -8,6 +8,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from scripts import cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,3 +41,18 @@ def test_the_service_imports_nothing_from_the_offline_tools() -> None:
     runtime = {d.split("==")[0].lower() for d in project["dependencies"]}
     assert not runtime & set(OFFLINE_ONLY)
     assert {"torch==2.13.0"} <= set(project["optional-dependencies"]["tools"])
+
+
+@pytest.mark.parametrize(("command", "env", "needle"), [
+    ("serve", {"EXTENDER_WORKERS": "0"}, "EXTENDER_WORKERS='0': expected a number in 1..64"),
+    ("monitor", {"EXTENDER_RECONCILE_S": "0"}, "EXTENDER_RECONCILE_S='0'"),
+    ("node-watch", {"REDIS_URL": "foo://x"}, "REDIS_URL='foo://x'"),
+])
+def test_a_setting_no_process_could_use_stops_a_command_with_one_line(command, env, needle,
+                                                                      monkeypatch,
+                                                                      capsys) -> None:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert cli.main([command]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
