@@ -26,6 +26,7 @@ from replay.orders import FIGURES, VERSUS, summarise
 from replay.workloads import ReplayError
 
 #: What a report says about its own run, never compared between reports.
+POLICY_NAME = re.compile(r"[A-Za-z0-9_.-]+")  # '@' is how a combined report names its runs
 _OWN = frozenset({"per_order", "summary", "versus", "reference", "orders", "plots", "oracles",
                   "workload", "jobs", "cluster", "world"})
 
@@ -96,10 +97,12 @@ def _check(label: str, report: Any) -> None:
         figures = order.get("policies") if isinstance(order, dict) else None
         if not (isinstance(figures, dict) and type(order.get("order")) is int
                 and (policies is None or set(figures) == policies)
+                and all(isinstance(name, str) and POLICY_NAME.fullmatch(name) for name in figures)
                 and all(isinstance(f, dict) and all(_number_or_null(f.get(k)) for k in FIGURES)
                         and all(k in f for k in VERSUS) for f in figures.values())):  # fmt: skip
             raise ReplayError(f"{label}: an order that is not a number with the same "
-                              f"policies' figures as the others: {str(order)[:200]}")
+                              f"policies' figures (numbers >= 0) as the others, under policy "
+                              f"names without '@': {str(order)[:200]}")
         policies = set(figures)
 
 
@@ -108,7 +111,8 @@ def _strings(value: Any) -> bool:
 
 
 def _number_or_null(value: Any) -> bool:
-    return value is None or (type(value) in (int, float) and math.isfinite(value))
+    """A figure as a replay writes it: null, or a finite number >= 0 (times, shares, counts)."""
+    return value is None or (type(value) in (int, float) and math.isfinite(value) and value >= 0)
 
 
 def _names_of(report: dict[str, Any]) -> set[str]:

@@ -34,7 +34,7 @@ from pathlib import Path
 from estimator.catalogue import CATALOGUE
 from replay.engine import SimNode
 from replay.interference import Uniform
-from replay.workloads import ReplayError
+from replay.workloads import ReplayError, checked_cluster
 from replay.world import SimJob, World
 
 NODE_FILE = "openb_node_list_gpu_node.csv"
@@ -43,6 +43,7 @@ NODE_COLUMNS = ("sn", "gpu", "model")
 POD_COLUMNS = ("name", "num_gpu", "gpu_milli", "gpu_spec", "creation_time", "deletion_time",
                "scheduled_time")
 TRACE_SLOTS = 10
+MAX_TRACE_S = 10 * 365 * 86400  # ten years of seconds: later is no trace time
 #: Trace GPU code -> (type name, memory MiB, nvidia.com/gpu.product label).
 GPU_CODES = {
     "V100M16": ("V100-16GB", CATALOGUE["V100-16GB"].memory_mib, "Tesla-V100-SXM2-16GB"),
@@ -108,10 +109,11 @@ def load_nodes(path: Path, limits: dict[str, int] | None = None) -> list[SimNode
                               f"count 1..64 of one of {', '.join(GPU_CODES)}")
         name, memory, product = GPU_CODES[code]
         slots = (limits or {}).get(name, (limits or {}).get("*", TRACE_SLOTS))
-        nodes.append(SimNode(row["sn"].strip(), name, product, int(count), memory, slots))
+        nodes.append(SimNode((row.get("sn") or "").strip(), name, product, int(count), memory,
+                             slots))
     if not nodes:
         raise ReplayError(f"{path}: no node with GPUs")
-    return nodes
+    return checked_cluster(nodes, path)
 
 
 def load_pods(path: Path, nodes: list[SimNode]) -> tuple[list[SimJob], dict[str, int]]:
@@ -132,9 +134,14 @@ def load_pods(path: Path, nodes: list[SimNode]) -> tuple[list[SimJob], dict[str,
         spec = (row.get("gpu_spec") or "").strip()
         codes = [c for c in spec.split("|") if c] if spec.lower() not in ("", "nan") else []
         unknown = [c for c in codes if c not in by_code]
-        if gpus != int(gpus) or gpus > 64 or unknown or (gpus == 1 and not 0 < (milli or 0) <= 1000):
-            raise ReplayError(f"{path}:{line}: expected num_gpu 1..64, gpu_milli 1..1000 for "
-                              f"one GPU, gpu_spec of {', '.join(GPU_CODES)} (got {row})")
+        if gpus != int(gpus) or gpus > 64 or unknown or (gpus == 1 and not 0 < (milli or 0) <= 1000) \
+                or (milli is not None and milli > 1000):
+            raise ReplayError(f"{path}:{line}: expected num_gpu 1..64, gpu_milli 1..1000 (one "
+                              f"GPU's share; required for one GPU), gpu_spec of "
+                              f"{', '.join(GPU_CODES)} (got {row})")
+        if deleted > MAX_TRACE_S:
+            raise ReplayError(f"{path}:{line}: deletion_time {deleted:g} s: a trace spans at most "
+                              f"{MAX_TRACE_S:g} s")
         types = tuple(by_code[c] for c in codes)
         smallest = min((memory[t] for t in (types or memory) if t in memory), default=0)
         share = (milli or 1000) / 1000 if gpus == 1 else 1.0

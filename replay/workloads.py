@@ -22,6 +22,9 @@ import yaml
 from estimator.catalogue import CATALOGUE, gpu_for_product
 from estimator.data import PAPER_DIR
 from estimator.feature_table import FeatureTable
+from extender.errors import BadRequest
+from extender.wire.node_labels import MAX_GPU_MEMORY_MIB, MAX_GPUS_PER_NODE, MAX_REPLICAS
+from extender.wire.objects import require_name
 from replay.engine import SimNode
 from replay.world import SimJob
 
@@ -42,6 +45,7 @@ def has_paper_data(data_dir: Path) -> bool:
 
 
 SMALL_CARD_MIB = 12 * 1024
+MAX_NODES = 20_000  # a cluster the replay simulates (the openb trace has 1213)
 SMALL_CARD_SLOTS, LARGE_CARD_SLOTS = 2, 4
 
 
@@ -87,13 +91,39 @@ def parse_cluster(spec: str, limits: dict[str, int] | None = None) -> list[SimNo
         if not match or match[1] not in CATALOGUE:
             raise ReplayError(f"cluster item {part!r}: expected TYPE:NODESxGPUS with TYPE one "
                               f"of {', '.join(CATALOGUE)}")
-        gpu = CATALOGUE[match[1]]
-        for i in range(int(match[2])):
+        gpu, copies, count = CATALOGUE[match[1]], int(match[2]), int(match[3])
+        if not 1 <= copies <= MAX_NODES or not 1 <= count <= MAX_GPUS_PER_NODE:
+            raise ReplayError(f"cluster item {part!r}: 1..{MAX_NODES} nodes of 1.."
+                              f"{MAX_GPUS_PER_NODE} GPUs each")
+        for i in range(copies):
             nodes.append(SimNode(f"{gpu.name.lower()}-{i}", gpu.name, gpu.products[0],
-                                 int(match[3]), gpu.memory_mib,
+                                 count, gpu.memory_mib,
                                  slots_for(gpu.name, gpu.memory_mib, limits)))
     if not nodes:
         raise ReplayError("the cluster has no nodes")
+    return checked_cluster(nodes, "--cluster")
+
+
+def checked_cluster(nodes: list[SimNode], source: object) -> list[SimNode]:
+    """`nodes` if the extender could be told about them: distinct Kubernetes node names,
+    at most `MAX_NODES`, each with 1..64 GPUs of a believable memory and slot count.
+    `ReplayError` naming `source` and the first offending node otherwise (before any
+    policy replays a job, so no run is lost to it)."""
+    if len(nodes) > MAX_NODES:
+        raise ReplayError(f"{source}: {len(nodes)} nodes, at most {MAX_NODES}")
+    seen: set[str] = set()
+    for node in nodes:
+        try:
+            require_name(node.name, "a node name")
+        except BadRequest as exc:
+            raise ReplayError(f"{source}: {exc}") from None
+        if node.name in seen:
+            raise ReplayError(f"{source}: node name {node.name!r} given twice")
+        seen.add(node.name)
+        if not (1 <= node.count <= MAX_GPUS_PER_NODE and 1 <= node.memory_mib <= MAX_GPU_MEMORY_MIB
+                and 1 <= node.slots <= MAX_REPLICAS):
+            raise ReplayError(f"{source}: node {node.name!r}: 1..{MAX_GPUS_PER_NODE} GPUs of "
+                              f"1..{MAX_GPU_MEMORY_MIB} MiB and 1..{MAX_REPLICAS} slots each")
     return nodes
 
 
@@ -102,8 +132,10 @@ def cluster_from_file(path: Path, limits: dict[str, int] | None = None) -> list[
     slots?}]`` (`replicas`: that many such nodes; `slots`: pods per GPU)."""
     try:
         doc = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise ReplayError(f"{path}: not YAML ({exc})") from exc
+    except OSError as exc:
+        raise ReplayError(f"{path}: cannot read it ({exc.strerror})") from exc
     nodes = []
     items = doc.get("nodes") if isinstance(doc, dict) else None
     for i, item in enumerate(items if isinstance(items, list) else []):
@@ -113,8 +145,10 @@ def cluster_from_file(path: Path, limits: dict[str, int] | None = None) -> list[
             memory = int(item.get("memory_mib", gpu.memory_mib if gpu else 0))
             slots = int(item.get("slots", slots_for(gpu.name, memory, limits or {}) if gpu
                                  else 1))
-        except (AttributeError, TypeError, ValueError) as exc:
+        except (AttributeError, TypeError, ValueError, OverflowError) as exc:
             raise ReplayError(f"{path} nodes[{i}]: {exc}") from exc
+        if copies > MAX_NODES:
+            raise ReplayError(f"{path} nodes[{i}]: replicas {copies}: at most {MAX_NODES}")
         if gpu is None or count < 1 or copies < 1 or memory < 1 or slots < 1:
             raise ReplayError(f"{path} nodes[{i}]: unknown gpu {item.get('gpu')!r} or a "
                               f"count, replicas, memory_mib or slots below 1")
@@ -124,7 +158,7 @@ def cluster_from_file(path: Path, limits: dict[str, int] | None = None) -> list[
                                  gpu.name, gpu.products[0], count, memory, slots))
     if not nodes:
         raise ReplayError(f"{path}: no nodes")
-    return nodes
+    return checked_cluster(nodes, path)
 
 
 def paper_workload(data_dir: Path) -> list[SimJob]:

@@ -45,6 +45,7 @@ from replay.workloads import (  # noqa: E402
     shuffle_order,
 )  # fmt: skip
 
+MIN_RATE, MAX_RATE = 1e-4, 1e4  # generated arrivals per second: hours apart .. 10k at once
 COMBINE_OPTIONS = ("combine", "reference", "pool", "json", "plots")  # the rest are a replay's
 DEFAULT_POLICIES = ("default", "schedtune-paper", "gavel-like", "declared", "oracle", "ours")
 
@@ -105,8 +106,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _validate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    if not 1 <= args.jobs <= 200_000 or args.rate <= 0 or not 0 <= args.train_fraction <= 1:
-        parser.error("--jobs 1..200000, --rate > 0, --train-fraction 0..1")
+    if not 1 <= args.jobs <= 200_000 or not MIN_RATE <= args.rate <= MAX_RATE \
+            or not 0 <= args.train_fraction <= 1:
+        parser.error(f"--jobs 1..200000, --rate {MIN_RATE:g}..{MAX_RATE:g} jobs/s, "
+                     "--train-fraction 0..1")
     if not 0 <= args.startup <= 3600:
         parser.error("--startup must be 0..3600 seconds")
     if not 0 <= args.orders <= 1000 or not 1 <= args.parallel <= 15:
@@ -119,6 +122,8 @@ def _validate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None
         parser.error("--orders replays its own shuffles; leave out --shuffle")
     if args.workload == "openb" and not args.trace_dir:
         parser.error("--workload openb needs --trace-dir DIR (see README: Replay)")
+    if args.plots and args.plots.exists() and not args.plots.is_dir():
+        parser.error(f"--plots {args.plots}: a file is there; name a directory")
 
 
 def _workload(parser: argparse.ArgumentParser, args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -226,6 +231,8 @@ def _read_report(path: Path) -> dict:
         return json.loads(path.read_bytes())
     except ValueError as exc:  # not JSON, or not UTF-8
         raise ReplayError(f"{path}: not a JSON report ({exc})") from exc
+    except RecursionError:
+        raise ReplayError(f"{path}: not a replay's JSON report (nests too deep)") from None
 
 
 def _many(args: argparse.Namespace, workload: str, jobs, nodes, scenario: Scenario,  # type: ignore[no-untyped-def]

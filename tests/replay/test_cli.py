@@ -50,6 +50,9 @@ def test_many_orders_are_summarised_with_one_plot_per_figure(capsys, tmp_path) -
     ["--parallel", "99"],
     ["--world", "everywhere"],
     ["--retry-limit", "-1"],
+    ["--workload", "generated", "--rate", "nan"],
+    ["--workload", "generated", "--rate", "1e-300"],
+    ["--workload", "generated", "--rate", "inf"],
 ])
 def test_bad_flags_are_usage_errors(capsys, argv) -> None:
     with pytest.raises(SystemExit) as exit_:
@@ -70,6 +73,26 @@ def test_bad_values_are_clear_errors(tmp_path, capsys) -> None:
     cluster.write_text("nodes: [{gpu: T4, count: two}]\n")
     assert replay.main([*SMALL, "--cluster-file", str(cluster)]) == 2
     assert "cluster.yaml nodes[0]" in capsys.readouterr().err
+    for spec, needle in (("T4:1x100000000", "1..20000 nodes of 1..64 GPUs each"),
+                         ("T4:1x0", "1..20000 nodes of 1..64 GPUs each"),
+                         ("T4:20001x1", "1..20000 nodes")):
+        assert replay.main([*SMALL, "--cluster", spec]) == 2
+        assert needle in capsys.readouterr().err
+    for text, needle in (("nodes: [{name: a, gpu: T4}, {name: a, gpu: L4}]",
+                          "node name 'a' given twice"),
+                         ("nodes: [{name: 'x:y/z', gpu: T4}]", "a node name must be a DNS-1123"),
+                         ("nodes: [{gpu: T4, count: .inf}]", "cluster.yaml nodes[0]"),
+                         ("nodes: [{gpu: T4, count: 65}]", "1..64 GPUs")):
+        cluster.write_text(text + "\n")
+        assert replay.main([*SMALL, "--cluster-file", str(cluster)]) == 2
+        assert needle in capsys.readouterr().err
+    cluster.write_bytes(b"nodes: [{gpu: \xff\xfe}]\n")
+    assert replay.main([*SMALL, "--cluster-file", str(cluster)]) == 2
+    assert "cluster.yaml: not YAML" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:  # checked before anything replays: none lost
+        replay.main([*SMALL, "--plots", str(jobs)])
+    assert exit_.value.code == 2
+    assert f"--plots {jobs}: a file is there" in capsys.readouterr().err
     assert replay.main([*SMALL, "--world", "lomo", "--data", str(tmp_path)]) == 2
     assert "--world lomo trains held-out artefacts from the reference data" in \
         capsys.readouterr().err

@@ -122,6 +122,10 @@ def test_pooled_runs_are_one_policy_whose_figures_per_order_are_their_mean() -> 
     (lambda r: r["per_order"][0]["policies"]["ours"].update(avg_jct_s=float("nan")),
      "an order that is not a number"),
     (lambda r: [o.update(order=o["order"] + 10) for o in r["per_order"]], "share no order"),
+    (lambda r: r["per_order"][0]["policies"]["ours"].update(makespan_s=-57902.0),
+     "numbers >= 0"),
+    (lambda r: [o["policies"].update({"declared@base": o["policies"]["ours"]})
+                for o in r["per_order"]], "names without '@'"),
 ])
 def test_reports_that_cannot_be_matched_are_clear_errors(change, message) -> None:
     variant = copy.deepcopy(VARIANT)
@@ -151,6 +155,10 @@ def test_the_cli_reads_json_reports_and_says_what_is_wrong_with_a_file(tmp_path,
     assert "broken.json: not a JSON report" in capsys.readouterr().err
     assert replay.main(["--combine", str(base), str(tmp_path / "missing.json")]) == 2
     assert "missing.json" in capsys.readouterr().err
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    assert replay.main(["--combine", str(base), str(deep)]) == 2
+    assert "deep.json: not a replay's JSON report (nests too deep)" in capsys.readouterr().err
     jitter = tmp_path / "jitter.json"
     jitter.write_text(json.dumps({**BASE, "startup_s": 10.1}))
     assert replay.main(["--combine", str(base), str(jitter), "--pool"]) == 0
@@ -196,7 +204,7 @@ def test_a_report_broken_anywhere_is_summarised_or_refused_never_a_crash(pool) -
             outcomes["combined"] += 1
         except ReplayError:
             outcomes["refused"] += 1
-    assert outcomes["combined"] > 50 and outcomes["refused"] > 50
+    assert outcomes["combined"] > 30 and outcomes["refused"] > 50  # -1: refused since figures >= 0
 
 
 @pytest.mark.parametrize("argv", [

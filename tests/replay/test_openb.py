@@ -42,6 +42,13 @@ def test_nodes_and_pods_map_onto_gpus_and_declared_memory() -> None:
     (None, "name,num_gpu,gpu_milli,gpu_spec,creation_time,deletion_time,scheduled_time\n"
            "p,1,1500,,1,5,2\n", ":2: expected num_gpu 1..64, gpu_milli 1..1000"),
     (None, b"\xff\xfe\x00garbage", "not a CSV file"),
+    ("sn,gpu,model\nn0,8,T4\nn0,2,T4\n", None, "node name 'n0' given twice"),
+    ("sn,gpu,model\nNode_With Space/x,8,T4\n", None, "a node name must be a DNS-1123"),
+    ("gpu,model,sn\n8,T4\n", None, "a node name must be"),
+    (None, "name,num_gpu,gpu_milli,gpu_spec,creation_time,deletion_time,scheduled_time\n"
+           "p,2,2000,,1,5,2\n", ":2: expected num_gpu 1..64, gpu_milli 1..1000"),
+    (None, "name,num_gpu,gpu_milli,gpu_spec,creation_time,deletion_time,scheduled_time\n"
+           "p,1,100,,1,1e300,2\n", ":2: deletion_time 1e\\+300 s"),
 ])
 def test_malformed_trace_files_are_clear_errors(tmp_path, nodes, pods, message) -> None:
     for name, text in ((openb.NODE_FILE, nodes), (openb.POD_FILE, pods)):
