@@ -19,13 +19,14 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from estimator.catalogue import (
     CATALOGUE, CHARACTERISTICS, PAPER_GPUS_BY_CUDA_CORES, PAPER_GPUS_BY_LABEL,
 )  # fmt: skip
-from estimator.errors import DataMissing
-from estimator.feature_table import FeatureTable
+from estimator.errors import DataMissing, EstimatorError
+from estimator.feature_table import MAX_BATCH, FeatureTable
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
@@ -72,32 +73,84 @@ def load_target(target: str, data_dir: Path = DEFAULT_DATA_DIR,
 
 def _read_raw(target: str, data_dir: Path) -> pd.DataFrame:
     if target == "train-mem":
-        df = pd.read_csv(paper_file(data_dir, "model_stats.csv"))
+        path = paper_file(data_dir, "model_stats.csv")
+        df = _read_csv(path, ("model", "batchsize", "Pipelines/CUDA cores", "activations",
+                              "parameters", "input", "peak mem usage"))
         df = pd.DataFrame({
-            "model": df["model"], "batch": df["batchsize"],
+            "model": df["model"], "batch": _batches(path, df["batchsize"]),
             "gpu": df["Pipelines/CUDA cores"].map(PAPER_GPUS_BY_CUDA_CORES),
-            "data_activations_mb": df["activations"], "data_params_mb": df["parameters"],
-            "data_input_mb": df["input"], "y": df["peak mem usage"].astype(float),
+            **_sizes(path, df, "input"), "y": _positive(path, df["peak mem usage"]),
         })  # fmt: skip
     elif target == "train-time":
-        df = pd.read_csv(paper_file(data_dir, "reconstructed_train_time.csv"))
+        path = paper_file(data_dir, "reconstructed_train_time.csv")
+        df = _read_csv(path, ("model", "batchsize", "gpu", "activations", "parameters", "input",
+                              "train_time_s_reconstructed"))
         df = pd.DataFrame({
-            "model": df["model"], "batch": df["batchsize"], "gpu": df["gpu"].map(PAPER_GPUS_BY_LABEL),
-            "data_activations_mb": df["activations"], "data_params_mb": df["parameters"],
-            "data_input_mb": df["input"], "y": df["train_time_s_reconstructed"],
+            "model": df["model"], "batch": _batches(path, df["batchsize"]),
+            "gpu": df["gpu"].map(PAPER_GPUS_BY_LABEL), **_sizes(path, df, "input"),
+            "y": _positive(path, df["train_time_s_reconstructed"]),
         })  # fmt: skip
     else:
-        df = pd.read_csv(paper_file(data_dir, "reconstructed_inference.csv"))
+        path = paper_file(data_dir, "reconstructed_inference.csv")
         column = "infer_peak_mem_mb_reconstructed" if target == "infer-mem" else "infer_time_reconstructed"
+        df = _read_csv(path, ("model", "gpu", "activations", "parameters", column))
         df = pd.DataFrame({
             "model": df["model"], "batch": 1, "gpu": df["gpu"].map(PAPER_GPUS_BY_LABEL),
-            "data_activations_mb": df["activations"], "data_params_mb": df["parameters"],
-            "data_input_mb": 0.0, "y": df[column],
+            **_sizes(path, df), "data_input_mb": 0.0, "y": _positive(path, df[column]),
         })  # fmt: skip
     if df["gpu"].isna().any():
-        raise DataMissing(f"{target}: rows with a GPU the catalogue does not know")
+        raise DataMissing(f"{path}: rows with a GPU the catalogue does not know")
     df["source"] = "reconstructed" if target in RECONSTRUCTED else "measured"
     return df
+
+
+def _read_csv(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
+    """A reference CSV with at least one row and `columns`; `EstimatorError` says why not."""
+    try:
+        df = pd.read_csv(path, encoding="utf-8")
+    except pd.errors.EmptyDataError as exc:
+        raise EstimatorError(f"{path} is empty") from exc
+    except UnicodeDecodeError as exc:
+        raise EstimatorError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})"
+                             ) from exc
+    except pd.errors.ParserError as exc:
+        raise EstimatorError(f"{path} is not a readable CSV: {exc}") from exc
+    if missing := [c for c in columns if c not in df.columns]:
+        raise EstimatorError(f"{path} lacks the columns {missing}")
+    if df.empty:
+        raise EstimatorError(f"{path} has a header but no rows")
+    return df
+
+
+def _numbers(path: Path, values: pd.Series, what: str, valid) -> pd.Series:
+    """`values` as floats; `EstimatorError` names the first row (file line) that is not
+    `what`."""
+    numbers = pd.to_numeric(values, errors="coerce").astype(float)
+    bad = ~(np.isfinite(numbers) & valid(numbers))
+    if bad.any():
+        i = int(np.argmax(bad.to_numpy()))
+        value = values.iloc[i]
+        shown = "an empty cell" if pd.isna(value) else repr(str(value)[:40])
+        raise EstimatorError(f"{path}: data row {i + 1}: {values.name!r} must be {what}, "
+                             f"got {shown}")
+    return numbers
+
+
+def _positive(path: Path, values: pd.Series) -> pd.Series:
+    return _numbers(path, values, "a positive number", lambda v: v > 0)
+
+
+def _sizes(path: Path, df: pd.DataFrame, *more: str) -> dict[str, pd.Series]:
+    """The paper's feature columns (MiB, >= 0) under our names."""
+    names = {"activations": "data_activations_mb", "parameters": "data_params_mb",
+             "input": "data_input_mb"}
+    return {names[c]: _numbers(path, df[c], "a number >= 0", lambda v: v >= 0)
+            for c in ("activations", "parameters", *more)}
+
+
+def _batches(path: Path, values: pd.Series) -> pd.Series:
+    return _numbers(path, values, f"an integer in 1..{MAX_BATCH}",
+                    lambda v: (v >= 1) & (v <= MAX_BATCH) & (v % 1 == 0)).astype(int)
 
 
 def _read_measurements(target: str) -> pd.DataFrame:

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from estimator.errors import InvalidJob, UnknownModel
+from estimator.errors import EstimatorError, InvalidJob, UnknownModel
 
 FEATURES_DIR = Path(__file__).resolve().parent.parent / "profiles" / "features"
 MODELS_FILE = "models.csv"
@@ -198,14 +198,35 @@ def upsert(path: Path, key_columns: Iterable[str], records: Iterable[object]) ->
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        merged = {tuple(r[k] for k in keys): r for r in _read_rows(path)}
+        merged = {tuple(r[k] for k in keys): r for r in _cached_rows(path, keys, columns)}
         merged.update({tuple(r[k] for k in keys): r for r in new_rows})
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=columns, lineterminator="\n")
-            writer.writeheader()
-            writer.writerows(merged[k] for k in sorted(merged, key=_sort_key))
-        os.replace(tmp, path)
+        try:
+            with os.fdopen(fd, "w", newline="") as fh:
+                writer = csv.DictWriter(fh, fieldnames=columns, lineterminator="\n")
+                writer.writeheader()
+                writer.writerows(merged[k] for k in sorted(merged, key=_sort_key))
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+
+
+def _cached_rows(path: Path, keys: tuple[str, ...], columns: list[str]) -> list[dict[str, str]]:
+    """The rows `upsert` merges with; `EstimatorError` when `path` is not a table it wrote."""
+    try:
+        rows = _read_rows(path)
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise EstimatorError(f"{path} is not a readable CSV ({exc}); move it away and run "
+                             "again") from exc
+    for line, row in enumerate(rows, start=2):
+        unknown = sorted(str(c) for c in set(row) - set(columns))
+        if unknown or any(not row.get(k) for k in keys):
+            raise EstimatorError(f"{path}: line {line} is not a feature row of this version "
+                                 f"(needs {', '.join(keys)}; unknown columns: "
+                                 f"{', '.join(unknown) or 'none'}); move the file away and "
+                                 "run again")
+    return rows
 
 
 def _fields(record: object) -> Mapping[str, object]:

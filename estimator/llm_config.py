@@ -210,8 +210,22 @@ class TransformerConfig:
         return cls(**values)
 
 
+def read_json(path: Path) -> Any:
+    """The value of a UTF-8 JSON file; `InvalidJob` says why it cannot be read as one."""
+    try:
+        return json.loads(Path(path).read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InvalidJob(f"{path} is not UTF-8 text: {exc.reason} at byte {exc.start}") from exc
+    except ValueError as exc:
+        raise InvalidJob(f"{path} is not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise InvalidJob(f"{path} is nested too deeply to read") from exc
+
+
 def _hf_defaults(data: Mapping[str, Any]) -> dict[str, Any]:
     model_type = data.get("model_type")
+    if model_type is not None and not isinstance(model_type, str):
+        raise InvalidJob(f"model_type must be a string, got {model_type!r:.60}")
     if model_type in _ENCODER_TYPES:
         return {"kind": "encoder", "mlp": "classic", "norm": "layer", "qkv_bias": True,
                 "o_bias": True, "mlp_bias": True, "learned_positions": True, "pooler": True,

@@ -22,10 +22,12 @@ import orjson
 
 from estimator.errors import EstimatorError
 from estimator.feature_table import MAX_BATCH, SIM_COLUMNS, SUMMARY_COLUMNS, TASKS, FeatureTable
+from estimator.llm_config import TransformerConfig
 
 KINDS = ("torchvision", "entry-point", "transformer")
 NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")  # as the annotation's
 MAX_ENTRY_BYTES = 256 * 1024
+MAX_TEXT = 256  # characters of the name, family, kind and source fields
 MAX_VALUE = 1e9  # MiB or GFLOP: anything larger is not a reading of a real model
 
 
@@ -72,6 +74,10 @@ class RegisteredModel:
             config = data.get("config")
             if not isinstance(config, dict) or not config:
                 raise RegistryError(f"{name}: a transformer entry needs its config")
+            try:
+                TransformerConfig.from_mapping(config)
+            except EstimatorError as exc:
+                raise RegistryError(f"{name}: config: {exc}") from exc
             return cls(name, family, kind, source, config=config)
         summary = _numbers(data.get("summary"), SUMMARY_COLUMNS, f"{name} summary")
         sims_raw = data.get("sims")
@@ -111,8 +117,9 @@ def with_registered(table: FeatureTable, models: Iterable[RegisteredModel]) -> F
 
 def _text(data: Mapping[str, Any], key: str) -> str:
     value = data.get(key)
-    if not isinstance(value, str) or not 0 < len(value) <= 256:
-        raise RegistryError(f"entry field {key!r} must be a non-empty string")
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_TEXT:
+        raise RegistryError(f"entry field {key!r} must be a non-empty string of at most "
+                            f"{MAX_TEXT} characters")
     return value
 
 

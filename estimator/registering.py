@@ -70,13 +70,17 @@ def entry_point_spec(name: str, target: str, input_text: str, family: str | None
     """A factory from the user's code; it is imported (and called) here, offline."""
     check_name(name)
     module_name, _, attr = target.partition(":")
-    if not module_name or not attr:
-        raise RegistryError(f"entry point {target!r}: expected package.module:factory")
+    if not module_name or not attr or module_name.startswith("."):
+        raise RegistryError(f"entry point {target!r}: expected package.module:factory "
+                            "(an absolute module name)")
     with _importable(path):
         try:
             factory = getattr(importlib.import_module(module_name), attr)
         except (ImportError, AttributeError) as exc:
             raise RegistryError(f"entry point {target!r}: {exc}") from exc
+        except (Exception, SystemExit) as exc:  # noqa: BLE001  (the user's module failed)
+            raise RegistryError(f"entry point {target!r}: importing {module_name} failed: "
+                                f"{type(exc).__name__}: {exc}") from exc
     if not callable(factory):
         raise RegistryError(f"entry point {target!r} is not callable")
 
@@ -106,8 +110,8 @@ def compute(spec: zoo.ModelSpec, kind: str, source: str,
                 for task, sizes in batches.items()}
     except RegistryError:
         raise
-    except Exception as exc:  # noqa: BLE001  (the user's model failed to build or run)
-        raise RegistryError(f"{spec.name}: the model did not run on a "
+    except (Exception, SystemExit) as exc:  # noqa: BLE001  (the user's model failed)
+        raise RegistryError(f"{spec.name}: the model failed to build or run on a "
                             f"{spec.input_kind} input: {type(exc).__name__}: {exc}") from exc
     return RegisteredModel(spec.name, spec.family, kind, source,
                            {c: float(summary[c]) for c in SUMMARY_COLUMNS}, sims)

@@ -35,13 +35,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--protocol", choices=PROTOCOLS, default="lomo")
     parser.add_argument("--target", choices=tuple(TARGETS), default="train-mem")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA_DIR)
-    parser.add_argument("--jobs", type=int, default=2, help="parallel folds (default 2)")
+    parser.add_argument("--jobs", type=_positive, default=2, help="parallel folds (default 2)")
     parser.add_argument("--designs", nargs="+", help="only these designs (default: all)")
     parser.add_argument("--parts", action="store_true",
                         help="report how much of the residual each simulated part removes "
-                             "(memory targets), instead of the designs")
+                             "(memory targets only), instead of the designs")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.parts and not args.target.endswith("-mem"):
+        parser.error(f"--parts explains memory targets only, not {args.target}")
 
     started = time.perf_counter()
     try:
@@ -77,6 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(render(report))
     return 0
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
 
 
 def render(report: dict) -> str:

@@ -23,6 +23,7 @@ from typing import Any
 
 
 from estimator import feature_table
+from estimator.errors import EstimatorError
 from estimator.zoo import MODEL_NAMES
 
 DEFAULT_BATCHES = {"train": (1, 8, 16, 32, 64, 128), "inference": (1, 8, 32, 128)}
@@ -39,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="batch sizes to simulate (default: per task, see DEFAULT_BATCHES)")
     parser.add_argument("--out", type=Path, default=feature_table.FEATURES_DIR)
     parser.add_argument("--device-only", action="store_true",
-                        help="recompute only the device-memory columns of cached rows")
+                        help="recompute only the device-memory columns of cached rows (an "
+                             "error, exit 2, when none of the asked rows is cached)")
     parser.add_argument("--json", action="store_true", help="print one JSON summary on stdout")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
@@ -50,9 +52,26 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown or no models {unknown}; registered: {', '.join(MODEL_NAMES)}")
     if args.batches and any(b < 1 or b > feature_table.MAX_BATCH for b in args.batches):
         parser.error(f"batches must be in 1..{feature_table.MAX_BATCH}")
+    if args.out.exists() and not args.out.is_dir():
+        parser.error(f"--out {args.out} is not a directory")
+    if args.device_only:
+        sim_rows = feature_table.read_rows(args.out / feature_table.SIM_FILE)
+        uncached = [n for n in names if not _cached(sim_rows, n, args.tasks, args.batches)]
+        if uncached:
+            parser.error(f"nothing to refresh: no cached {'/'.join(args.tasks)} rows for "
+                         f"{', '.join(uncached)} in {args.out / feature_table.SIM_FILE}; "
+                         f"compute them first: schedtune features {' '.join(uncached)}")
 
     from estimator import features  # noqa: PLC0415  (torch: only when asked to compute)
 
+    try:
+        return _compute(features, args, names)
+    except EstimatorError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _compute(features: Any, args: argparse.Namespace, names: list[str]) -> int:
     timings: dict[str, float] = {}
     if args.device_only:
         for name in names:
@@ -83,18 +102,24 @@ def _refresh_device(features: Any, path: Path, name: str, tasks: list[str],
                     batches: list[int] | None) -> None:
     """Replace the device columns of `name`'s cached rows (those of `batches` only, when
     given); the other columns are kept as they are."""
-    cached = {(r["task"], int(r["batch"])): r for r in feature_table.read_rows(path)
-              if r["model"] == name}
+    cached = _cached(feature_table.read_rows(path), name, tasks, batches)
     rows = []
     for task in tasks:
-        wanted = batches or sorted(b for t, b in cached if t == task)
-        for device in features.simulate_device(name, task, [b for b in wanted
-                                                             if (task, b) in cached]):
+        wanted = sorted(b for t, b in cached if t == task)
+        for device in features.simulate_device(name, task, wanted):
             row = {c: cached[(task, device.batch)][c]
                    for c in ("model", "task", "batch", *feature_table.SIM_COLUMNS)
                    if c in cached[(task, device.batch)]}
             rows.append({**row, **{c: getattr(device, c) for c in feature_table.DEVICE_COLUMNS}})
     feature_table.upsert(path, ["model", "task", "batch"], rows)
+
+
+def _cached(rows: list[dict[str, str]], name: str, tasks: list[str],
+            batches: list[int] | None) -> dict[tuple[str, int], dict[str, str]]:
+    """`name`'s cached rows of `tasks` (and `batches`, when given), by (task, batch)."""
+    return {(r["task"], int(r["batch"])): r for r in rows
+            if r.get("model") == name and r.get("task") in tasks
+            and str(r.get("batch")).isdigit() and (not batches or int(r["batch"]) in batches)}
 
 
 if __name__ == "__main__":

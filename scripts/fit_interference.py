@@ -12,29 +12,65 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 from estimator.data import DEFAULT_DATA_DIR
+from estimator.errors import EstimatorError
+from estimator.llm_config import read_json
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "profiles" / "interference.json"
 GPUS = ("k80", "p100", "v100")
+MAX_ALPHA = 100.0  # each of two jobs at 1 % of its speed alone: not a measurement
 
 
-def fit(throughputs: dict) -> dict:
+def fit(throughputs: Any) -> dict:
+    """The fitted slowdown; `ValueError` names what in `throughputs` cannot be used."""
+    if not isinstance(throughputs, dict):
+        raise ValueError("expected a JSON object of GPU types")
     per_gpu = {}
     for gpu in GPUS:
-        ratios = [pair[0] / alone
-                  for runs in throughputs[gpu].values() if (alone := runs.get("null"))
-                  for other, pair in runs.items() if other != "null" and pair[0] > 0]  # fmt: skip
+        jobs = throughputs.get(gpu)
+        if not isinstance(jobs, dict) or not jobs:
+            raise ValueError(f"no {gpu!r} object of measured jobs")
+        ratios = []
+        for job, runs in jobs.items():
+            if not isinstance(runs, dict):
+                raise ValueError(f"{gpu} {job}: expected an object of throughputs")
+            alone = _throughput(runs.get("null", 0.0), f"{gpu} {job} alone")
+            for other, pair in runs.items():
+                if other == "null":
+                    continue
+                if not isinstance(pair, list) or not pair:
+                    raise ValueError(f"{gpu} {job} with {other}: expected a list of throughputs")
+                shared = _throughput(pair[0], f"{gpu} {job} with {other}")
+                if alone > 0 and shared > 0:
+                    ratios.append(shared / alone)
+        if not ratios:
+            raise ValueError(f"{gpu}: no job measured with positive throughputs alone and "
+                             "shared")
         median = statistics.median(ratios)
+        alpha = 1 / median - 1 if median > 0 else math.inf
+        if not 0 <= alpha <= MAX_ALPHA:
+            raise ValueError(f"{gpu}: the median shared/alone ratio {median:.4g} gives alpha "
+                             f"{alpha:.4g}, outside 0..{MAX_ALPHA:g}: the throughputs are not "
+                             "measurements")
         per_gpu[gpu] = {"pairs": len(ratios), "median_ratio": round(median, 4),
-                        "alpha": round(1 / median - 1, 4)}
+                        "alpha": round(alpha, 4)}
     return {"model": "speed = 1 / (1 + alpha (k - 1))", "alpha": per_gpu["v100"]["alpha"],
             "alpha_from": "v100 pair medians (the data-centre GPU of the three)",
             "per_gpu": per_gpu, "source": "gavel-osdi20/simulation_throughputs.json (measured)"}
+
+
+def _throughput(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{where}: throughput must be a finite number >= 0, got {value!r:.40}")
+    return float(value)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,9 +82,25 @@ def main(argv: list[str] | None = None) -> int:
     if not path.is_file():
         print(f"error: {path} is missing; pass --data DIR holding gavel-osdi20/", file=sys.stderr)
         return 1
-    result = fit(json.loads(path.read_text()))
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    if args.out.is_dir() or not args.out.parent.is_dir():
+        print(f"error: --out {args.out} must be a file in an existing directory",
+              file=sys.stderr)
+        return 1
+    try:
+        result = fit(read_json(path))
+    except EstimatorError as exc:  # read_json's message names the file
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except ValueError as exc:
+        print(f"error: {path}: {exc}", file=sys.stderr)
+        return 1
+    text = json.dumps(result, indent=2) + "\n"
+    try:
+        args.out.write_text(text)
+    except OSError as exc:
+        print(f"error: cannot write {args.out}: {exc}", file=sys.stderr)
+        return 1
+    print(text, end="")
     return 0
 
 

@@ -20,9 +20,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from estimator.errors import EstimatorError
+from estimator.errors import EstimatorError, InvalidJob
 from estimator.llm import LlmWorkload, TransformerConfig, shipped_config, shipped_configs, \
     shipped_pad
+from estimator.llm_config import read_json
 from estimator.llm_validation import (MEASURED_FILE, PAD_FILE, compare_all, gpu_table,
                                       load_measurements, pad_document, report)
 
@@ -87,8 +88,19 @@ def _workload(args: argparse.Namespace) -> LlmWorkload:
 
 def _config(args: argparse.Namespace) -> TransformerConfig:
     if args.config:
-        return TransformerConfig.from_mapping(json.loads(Path(args.config).read_text()))
+        return TransformerConfig.from_mapping(read_json(Path(args.config)))
     return shipped_config(args.model)
+
+
+def _check_measured(path: Path) -> None:
+    """Refuse a measurements file that is not an object with a list of objects."""
+    if not path.is_file():
+        return  # load_measurements says it is missing
+    doc = read_json(path)
+    entries = doc.get("measurements") if isinstance(doc, dict) else None
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise InvalidJob(f"{path}: expected an object whose \"measurements\" is a list of "
+                         "objects")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -135,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({"pad": pad, "gpus": rows}, indent=1) if args.json
                   else render_gpus(rows, workload.task))
             return 0
+        _check_measured(args.measured)
         configs = shipped_configs()
         comparisons = compare_all(load_measurements(configs, args.measured), configs)
         if args.write_pad:

@@ -25,7 +25,8 @@ import sys
 from pathlib import Path
 
 from estimator.errors import EstimatorError
-from estimator.registered import RegisteredModel
+from estimator.llm_config import read_json
+from estimator.registered import MAX_TEXT, RegisteredModel
 from extender.errors import StoreUnavailable
 from extender.settings import Settings, SettingsError
 from extender.state.embedded_redis import open_store
@@ -74,8 +75,12 @@ def main(argv: list[str] | None = None) -> int:
 def _add(args: argparse.Namespace, store: RedisStore) -> int:
     from estimator import registering  # noqa: PLC0415  (torch, offline)
 
+    if args.family is not None and not 0 < len(args.family) <= MAX_TEXT:
+        raise EstimatorError(f"--family must be 1..{MAX_TEXT} characters")
+    if not args.no_export and args.export.exists() and not args.export.is_dir():
+        raise EstimatorError(f"--export {args.export} is not a directory")
     if args.transformer_config is not None:
-        config = json.loads(args.transformer_config.read_text())
+        config = read_json(args.transformer_config)
         entry = registering.transformer_entry(args.name, config, str(args.transformer_config),
                                               args.family)
     else:
@@ -88,6 +93,7 @@ def _add(args: argparse.Namespace, store: RedisStore) -> int:
                 args.name, args.entry_point, args.input, args.family, args.classes, args.path),
                 "entry-point", args.entry_point)
         entry = registering.compute(spec, kind, source)
+    _check(entry)
     _publish(store, entry)
     if not args.no_export:
         args.export.mkdir(parents=True, exist_ok=True)
@@ -98,18 +104,30 @@ def _add(args: argparse.Namespace, store: RedisStore) -> int:
 
 
 def _load(args: argparse.Namespace, store: RedisStore) -> int:
-    entries = [RegisteredModel.from_json(path.read_bytes()) for path in args.files]
+    entries = []
+    for path in args.files:
+        try:
+            entries.append(RegisteredModel.from_json(path.read_bytes()))
+            _check(entries[-1])
+        except EstimatorError as exc:
+            raise EstimatorError(f"{path}: {exc}") from exc
     for entry in entries:  # all read and checked before any is published
         _publish(store, entry)
     return 0
 
 
-def _publish(store: RedisStore, entry: RegisteredModel) -> None:
+def _check(entry: RegisteredModel) -> None:
+    """Refuse what the extender would not use: a built-in name, or an entry its reader
+    (`RegisteredModel.from_json`) refuses."""
     from estimator.feature_table import FeatureTable  # noqa: PLC0415
     from estimator.llm import shipped_configs  # noqa: PLC0415
 
     if entry.name in FeatureTable.load().models or entry.name in shipped_configs():
         raise EstimatorError(f"{entry.name!r} is a built-in model; register under another name")
+    RegisteredModel.from_json(entry.to_json())
+
+
+def _publish(store: RedisStore, entry: RegisteredModel) -> None:
     store.publish_model(entry.name, entry.to_json())
     print(f"registered {entry.name} ({entry.kind}, family {entry.family}): every extender "
           "replica estimates it from its next request")

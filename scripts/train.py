@@ -35,7 +35,7 @@ from estimator.errors import EstimatorError
 from estimator.observations import (
     TIME_TARGETS, censored_gain, censored_rows, observation_rows, refit_gain, supersede,
 )  # fmt: skip
-from estimator.regressors import BASELINE, CHOSEN
+from estimator.regressors import BASELINE, CHOSEN, DESIGNS
 from estimator.training import artefact_name, fit
 
 log = logging.getLogger("train")
@@ -55,6 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--redis", help="Redis URL holding the observations")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    unknown = sorted({d for t in args.target for d in args.design if d not in DESIGNS[t]})
+    if unknown:
+        parser.error(f"unknown designs {unknown}; known: "
+                     f"{', '.join(sorted({d for t in args.target for d in DESIGNS[t]}))}")
+    if args.out.exists() and not args.out.is_dir():
+        parser.error(f"--out {args.out} is not a directory")
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
 
     observations = None
