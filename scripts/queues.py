@@ -15,10 +15,11 @@ as the extender.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
+
+import orjson
 
 from extender.state.embedded_redis import open_store
 from extender.errors import StoreUnavailable
@@ -71,6 +72,11 @@ def render_interference(learned: list[dict], configured: float) -> str:
     return "\n".join([*lines, f"{rest}: alpha {configured:g} (EXTENDER_INTERFERENCE_ALPHA)"])
 
 
+def _json(value: object) -> str:
+    """Valid JSON whatever a broken record holds: orjson writes NaN and infinities as null."""
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--node", help="only this node")
@@ -95,16 +101,16 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.floors:
         floors = status["floors"]
-        print(json.dumps(floors, indent=2) if args.json else render_floors(floors))
+        print(_json(floors) if args.json else render_floors(floors))
         return 0
     if args.interference:
         learned = status["interference"]
-        print(json.dumps(learned, indent=2) if args.json
+        print(_json(learned) if args.json
               else render_interference(learned, settings.interference_alpha))
         return 0
     if args.waiting:
         waiting = status["waiting"]
-        print(json.dumps(waiting, indent=2) if args.json else render_waiting(waiting))
+        print(_json(waiting) if args.json else render_waiting(waiting))
         return 0
     report = status["nodes"]
     if args.node:
@@ -113,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: node {args.node!r} has no layout and no reservations in the store",
                   file=sys.stderr)
             return 1
-    print(json.dumps(report, indent=2) if args.json else render(report))
+    print(_json(report) if args.json else render(report))
     return 0
 
 

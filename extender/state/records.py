@@ -36,11 +36,11 @@ def live_waiters(raw: list[str], now: float) -> tuple[Waiter, ...]:
             if float(entry["expires_at"]) <= now:
                 continue
             needs = {str(t): (float(m), float(s)) for t, (m, s) in entry["needs"].items()}
-            gpus = int(entry.get("gpus", 1))
-            if not 1 <= gpus <= MAX_GPUS:
-                continue
-            waiter = Waiter(str(entry["uid"]), float(entry["since"]), needs,
-                            str(entry.get("pod", "")), gpus)
+            gpus, since = int(entry.get("gpus", 1)), float(entry["since"])
+            if not 1 <= gpus <= MAX_GPUS or not math.isfinite(since) or not all(
+                    0 < m <= MAX_FLOOR_MIB and 0 <= s < math.inf for m, s in needs.values()):
+                continue  # not what filter writes: no hold for it, no line in a report
+            waiter = Waiter(str(entry["uid"]), since, needs, str(entry.get("pod", "")), gpus)
             waiters[waiter.uid] = waiter
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             continue

@@ -90,3 +90,34 @@ def test_the_queue_report_lists_jobs_on_gpus_no_layout_has_and_stays_small() -> 
     assert [g["index"] for g in known["gpus"]] == [0, 1, 5]
     assert [g["capacity_mib"] for g in known["gpus"]] == [24576, 24576, None]
     assert known["gpus"][2]["free_mib"] is None and known["gpus"][2]["jobs"] == 1
+
+
+def test_the_queues_cli_prints_valid_json_and_a_line_for_a_wrong_key(raw_redis, redis_url,
+                                                                     capsys) -> None:
+    import json
+
+    from scripts import queues
+
+    raw_redis.hset("st:nodes", "ok", THREE_090)
+    raw_redis.zadd("st:jobs", {"u1": 1})
+    raw_redis.hset("st:job:u1", mapping={"uid": "u1", "node": "ok", "gpu_index": "0",
+                                         "reserved_mib": "nan", "predicted_s": "inf",
+                                         "state": "running", "started_at": "1"})
+    raw_redis.hset("st:waiting", "w1", '{"uid": "w1", "since": "-inf", "expires_at": "inf", '
+                   '"needs": {"T4": ["nan", 1]}}')
+
+    def no_constants(name: str) -> None:
+        raise AssertionError(f"{name} is not JSON")
+
+    assert queues.main(["--redis", redis_url, "--json"]) == 0
+    [node] = json.loads(capsys.readouterr().out, parse_constant=no_constants)
+    assert node["node"] == "ok" and node["gpus"][0]["queue"][0]["uid"] == "u1"
+    raw_redis.hset("st:waiting", "w2", '{"uid": "w2", "since": 5, "expires_at": "inf", '
+                   '"needs": {"T4": [1000, 60]}}')
+    assert queues.main(["--redis", redis_url, "--waiting", "--json"]) == 0
+    [waiter] = json.loads(capsys.readouterr().out, parse_constant=no_constants)
+    assert waiter["uid"] == "w2"  # w1's since and needs are no figures: unreadable, not listed
+    raw_redis.set("st:jobs", "not a sorted set")
+    assert queues.main(["--redis", redis_url]) == 1
+    err = capsys.readouterr().err
+    assert "refused the operation" in err and "Traceback" not in err
