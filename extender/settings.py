@@ -188,7 +188,7 @@ class Settings:
             prioritize_reuse_s=_number(env, "EXTENDER_PRIORITIZE_REUSE_S", 1.0, float, 0, 60),
             declared_default_s=_number(env, "EXTENDER_DECLARED_DEFAULT_S", 3600.0, float, 1,
                                        10**7),
-            models_dir=Path(get("EXTENDER_MODELS_DIR")) if get("EXTENDER_MODELS_DIR") else None,
+            models_dir=_directory(env, "EXTENDER_MODELS_DIR"),
             event_rate=_number(env, "EXTENDER_EVENT_RATE", 5.0, float, 0.01, 1000),
             event_burst=_number(env, "EXTENDER_EVENT_BURST", 25, int, 1, 10000),
             node_watch=_choice(env, "EXTENDER_NODE_WATCH", "1", ("0", "1")) == "1",
@@ -255,6 +255,15 @@ def _text_secret(env: Mapping[str, str], key: str, min_bytes: int) -> str:
     if not value.isascii():
         raise SettingsError(f"{key}={env[key]!r}: the token must be ASCII text")
     return value.decode()
+
+
+def _directory(env: Mapping[str, str], key: str) -> Path | None:
+    path = env.get(key)
+    if not path:
+        return None
+    if not Path(path).is_dir():
+        raise SettingsError(f"{key}={path!r}: not a directory")
+    return Path(path)
 
 
 def _redis_url(url: str | None) -> str | None:

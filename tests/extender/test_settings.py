@@ -57,3 +57,16 @@ def test_usable_redis_urls_log_levels_and_limits_are_kept(tmp_path) -> None:
     (tmp_path / "token").write_bytes("a-token-\u00e9\u00e9\u00e9\u00e9\u00e9-of-bytes".encode("latin-1"))
     with pytest.raises(SettingsError, match="must be ASCII"):
         Settings.from_env({"EXTENDER_AUTH_TOKEN_FILE": str(tmp_path / "token")})
+
+
+def test_the_models_dir_is_where_the_app_loads_its_artefacts_from(tmp_path, redis_url) -> None:
+    from estimator.errors import ArtefactError
+    from extender.web.app import create_app
+
+    with pytest.raises(SettingsError, match="EXTENDER_MODELS_DIR='/nonexistent': not a directory"):
+        Settings.from_env({"EXTENDER_MODELS_DIR": "/nonexistent"})
+    settings = Settings.from_env({"EXTENDER_MODELS_DIR": str(tmp_path), "REDIS_URL": redis_url,
+                                  "EXTENDER_NODE_WATCH": "0", "EXTENDER_BIND": "record"})
+    assert settings.models_dir == tmp_path
+    with pytest.raises(ArtefactError, match=f"missing in {tmp_path}"):  # read there, not elsewhere
+        create_app(settings)
