@@ -122,6 +122,10 @@ def _validate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None
         parser.error("--orders replays its own shuffles; leave out --shuffle")
     if args.workload == "openb" and not args.trace_dir:
         parser.error("--workload openb needs --trace-dir DIR (see README: Replay)")
+    if args.workload == "openb" and (args.cluster or args.cluster_file or args.jobs_file
+                                     or args.world != "auto"):
+        parser.error("--workload openb replays the trace's own nodes, pods and world: leave "
+                     "out --cluster, --cluster-file, --jobs-file and --world")
     if args.plots and args.plots.exists() and not args.plots.is_dir():
         parser.error(f"--plots {args.plots}: a file is there; name a directory")
 

@@ -81,3 +81,11 @@ def test_openb_needs_its_trace_directory(capsys, tmp_path) -> None:
     assert exit_.value.code == 2 and "--trace-dir" in capsys.readouterr().err
     assert replay.main(["--workload", "openb", "--trace-dir", str(tmp_path)]) == 2
     assert "openb_node_list_gpu_node.csv is missing" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra", [["--cluster", "T4:1x1"], ["--world", "lomo"],
+                                   ["--jobs-file", "jobs.csv"], ["--cluster-file", "c.yaml"]])
+def test_options_the_trace_replaces_are_refused_not_ignored(capsys, tmp_path, extra) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        replay.main(["--workload", "openb", "--trace-dir", str(tmp_path), *extra])
+    assert exit_.value.code == 2 and "leave out --cluster" in capsys.readouterr().err
