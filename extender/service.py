@@ -186,8 +186,10 @@ class Scheduler:
             demand = parse_demand(pod)
             if demand is None:
                 return NotOurs()
-            # Its own entry (when it waits) and the oldest few: all that holds read.
-            waiters = WaitersRead(pod.uid, self.settings.hold_for + 1)
+            # Its own entry (when it waits) and the oldest few: all that holds read, enough
+            # of them live still when prioritize reuses this read.
+            waiters = WaitersRead(pod.uid, self.settings.hold_for + 1,
+                                  self.settings.prioritize_reuse_s)
             snapshot = self.store.snapshot(nodes, self.clock(), sync=sync, waiters=waiters)
             layouts = distinct_layouts(snapshot.nodes)
             needs = self._needs(demand, layouts, snapshot.floors)

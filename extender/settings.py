@@ -91,7 +91,7 @@ from extender.model import UNKNOWN_TYPE, Limits
 from extender.policies import DEFAULT_POLICY, POLICIES, ScoringPolicy, make_policy
 
 BIND_MODES = ("api", "record")
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL", "FATAL", "NOTSET")
 REDIS_SCHEMES = ("redis", "rediss", "unix")
 MAX_COLLOCATION = 1024  # pods per GPU
 GPU_TYPES = frozenset(CATALOGUE) | {UNKNOWN_TYPE}

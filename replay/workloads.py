@@ -85,7 +85,7 @@ def parse_cluster(spec: str, limits: dict[str, int] | None = None) -> list[SimNo
     """"TYPE:NODESxGPUS,..." -> nodes named after their type, each GPU holding at most
     `slots_for` pods."""
     limits = limits or {}
-    nodes = []
+    nodes: list[SimNode] = []
     for part in filter(None, (p.strip() for p in spec.split(","))):
         match = re.fullmatch(r"([\w.-]+):(\d+)x(\d+)", part)
         if not match or match[1] not in CATALOGUE:
@@ -95,7 +95,8 @@ def parse_cluster(spec: str, limits: dict[str, int] | None = None) -> list[SimNo
         if not 1 <= copies <= MAX_NODES or not 1 <= count <= MAX_GPUS_PER_NODE:
             raise ReplayError(f"cluster item {part!r}: 1..{MAX_NODES} nodes of 1.."
                               f"{MAX_GPUS_PER_NODE} GPUs each")
-        for i in range(copies):
+        first = sum(n.gpu_type == gpu.name for n in nodes)  # T4:2x4,T4:2x1: t4-0 .. t4-3
+        for i in range(first, first + copies):
             nodes.append(SimNode(f"{gpu.name.lower()}-{i}", gpu.name, gpu.products[0],
                                  count, gpu.memory_mib,
                                  slots_for(gpu.name, gpu.memory_mib, limits)))

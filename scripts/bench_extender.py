@@ -220,7 +220,8 @@ def phase_profile(url: str, bodies: list[bytes], now: Callable[[], float]) -> di
             demand = parse_demand(args.pod)
             assert demand is not None, "bench pods are annotated"
             snapshot = store.snapshot(args.nodes, now(), sync=verb == "filter",  # the cycle
-                                      waiters=WaitersRead(demand.uid, settings.hold_for + 1))
+                                      waiters=WaitersRead(demand.uid, settings.hold_for + 1,
+                                                          settings.prioritize_reuse_s))
             spent["state sync"] += clock.lap()
             kinds = distinct_layouts(snapshot.nodes)
             needs = sizer.needs(demand, kinds, snapshot.floors)

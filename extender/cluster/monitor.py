@@ -45,6 +45,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
+from estimator import portable
 from estimator.errors import EstimatorError
 from estimator.predict import Estimator
 from extender import logs
@@ -53,7 +54,7 @@ from extender.core import decisions, oom
 from extender.core.adoption import likeliest_gpus, trusted_reservation, waiters_that_fit
 from extender.core.annotations import AnnotationError, parse_demand
 from extender.core.interference import learn_alphas, runs_from_jobs, runs_from_observations
-from extender.errors import StoreUnavailable
+from extender.errors import StoreRefused, StoreUnavailable
 from extender.metrics import (
     ADOPTION_OVERCOMMITS, ADOPTIONS, ADOPTIONS_UNVERIFIED, MONITOR_POD_ERRORS, OOM_KILLS,
     RELEASES, WAITERS_REQUEUED, observe_prediction,
@@ -113,13 +114,17 @@ class Monitor:
     def _isolated(self, handler: Callable[..., None], *args: Any) -> None:
         try:
             handler(*args)
-        except StoreUnavailable:
-            raise
+        except StoreUnavailable as exc:
+            if not isinstance(exc, StoreRefused):  # unreachable: stop, the caller retries
+                raise
+            self._skipped(args[-1])  # refused for one key (a wrong type): skip that pod
         except Exception:  # noqa: BLE001  (bad data in one pod or record: skip it, go on)
-            MONITOR_POD_ERRORS.inc()
-            subject = args[-1]
-            uid = subject.uid if isinstance(subject, JobRecord) else pod_uid(subject)
-            log.exception("could not apply a pod's state; skipped", extra={"pod_uid": uid})
+            self._skipped(args[-1])
+
+    def _skipped(self, subject: Any) -> None:
+        MONITOR_POD_ERRORS.inc()
+        uid = subject.uid if isinstance(subject, JobRecord) else pod_uid(subject)
+        log.exception("could not apply a pod's state; skipped", extra={"pod_uid": uid})
 
     def _apply(self, kind: str, pod: Mapping[str, Any]) -> None:
         facts = pod_facts(pod)
@@ -407,7 +412,9 @@ def main(argv: list[str] | None = None) -> int:
                                  {"metadata": {"uid": uid, "annotations": {REQUEUED_AT: stamp}}},
                                  _preload_content=False, _request_timeout=2)
 
-    monitor = Monitor(store, Estimator.load(design=settings.estimator_design), warn=warn,
+    estimator = Estimator.load(settings.models_dir or portable.MODELS_DIR,
+                               design=settings.estimator_design)
+    monitor = Monitor(store, estimator, warn=warn,
                       settings=settings, requeue=requeue)
     start_http_server(settings.monitor_port)
     stop = threading.Event()

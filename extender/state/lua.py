@@ -41,6 +41,13 @@ local function unwait(uid)
   redis.call('ZREM', 'st:waiting:order', uid)
   redis.call('ZREM', 'st:waiting:expiry', uid)
 end
+-- Waiters expired by `now` go (at most 256 a call: found by their expiry, never a scan).
+local function drop_expired_waiters(now)
+  for _, uid in ipairs(redis.call('ZRANGEBYSCORE', 'st:waiting:expiry', '-inf', now,
+                                  'LIMIT', 0, 256)) do
+    unwait(uid)
+  end
+end
 local function expiry(key)
   local exp = tonumber(redis.call('HGET', key, 'expires_at')) or 0
   if exp ~= exp then return 0 end
@@ -67,6 +74,7 @@ local now, ttl, need = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local fields = cjson.decode(ARGV[4])
 local want = tonumber(ARGV[5])
 local uid = fields.uid
+drop_expired_waiters(ARGV[1])  -- binds are frequent: waiters that vanished unreleased go
 local current = redis.call('HGET', KEYS[1], 'queue')
 if current then
   local exp = expiry(KEYS[1])
@@ -123,9 +131,11 @@ return {'reserved', chosen[1], table.concat(indices, ',')}
 
 CHANGES = """
 -- ARGV: the rev the mirror has, now, a pod UID ('' : none), how many of the oldest waiters
--- (-1: every one). Waiters: that pod's own entry, then the oldest live ones in order
--- (an entry may come twice); the waiting order is walked, never the whole hash.
+-- (-1: every one), until when they must be live. Waiters: that pod's own entry, then the
+-- oldest live ones in order until `want` of them live until then (an entry may come
+-- twice); the waiting order is walked, never the whole hash.
 local since, now, want = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
+local live_until = tonumber(ARGV[5])
 local waiting
 if want < 0 then
   waiting = redis.call('HVALS', 'st:waiting')
@@ -144,7 +154,7 @@ else
       local entry = redis.call('HGET', 'st:waiting', uid)
       if entry and exp and exp > now then
         waiting[#waiting + 1] = entry
-        found = found + 1
+        if exp > live_until then found = found + 1 end
         if found >= want then break end
       end
     end
@@ -174,20 +184,24 @@ WAIT = LIVE + """
 -- ARGV: the pod's UID, now, its entry (JSON), since, expires at. Waiters expired by now go
 -- first (found by their expiry: the work is what expired, never every waiter). Then a few
 -- more entries of the hash are looked at, from where the last call stopped: an unreadable
--- or expired one goes, a live one missing from the order (written before there was one)
--- joins it, so the whole hash is swept a few entries per call.
+-- or expired one goes (readable as `records.live_waiters` reads it: needs, a finite since,
+-- 1..64 GPUs), a live one missing from the order (written before there was one) joins it,
+-- so the whole hash is swept a few entries per call.
 local now = tonumber(ARGV[2])
-for _, uid in ipairs(redis.call('ZRANGEBYSCORE', 'st:waiting:expiry', '-inf', ARGV[2])) do
-  unwait(uid)
-end
+drop_expired_waiters(ARGV[2])
 local scan = redis.call('HSCAN', 'st:waiting', redis.call('GET', 'st:waiting:sweep') or '0',
                         'COUNT', 32)
 redis.call('SET', 'st:waiting:sweep', scan[1])
 for i = 1, #scan[2], 2 do
   local uid, ok, entry = scan[2][i], pcall(cjson.decode, scan[2][i + 1])
-  local since = ok and type(entry) == 'table' and tonumber(entry.since)
-  local expires = ok and type(entry) == 'table' and tonumber(entry.expires_at)
-  if not since or since ~= since or not expires or expires ~= expires or expires <= now then
+  local readable = ok and type(entry) == 'table' and type(entry.needs) == 'table'
+      and next(entry.needs) ~= nil
+  local since = readable and tonumber(entry.since)
+  local expires = readable and tonumber(entry.expires_at)
+  local gpus = readable and (entry.gpus == nil and 1 or tonumber(entry.gpus))
+  if not since or since ~= since or math.abs(since) == math.huge or not expires
+      or expires ~= expires or expires <= now or not gpus or gpus < 1 or gpus > 64
+      or gpus % 1 ~= 0 then
     unwait(uid)
   elseif not redis.call('ZSCORE', 'st:waiting:order', uid) then
     redis.call('ZADD', 'st:waiting:order', string.format('%.17g', since), uid)

@@ -130,10 +130,12 @@ def job_key(uid: str) -> str:
 
 class WaitersRead(NamedTuple):
     """Which waiters a snapshot reads: pod `pod_uid`'s own entry ('': none) and the
-    `oldest` live ones (None: every live waiter)."""
+    `oldest` live ones (None: every live waiter), `oldest` of them still live
+    `live_for_s` from now (a snapshot reused that much later still holds them)."""
 
     pod_uid: str = ""
     oldest: int | None = None
+    live_for_s: float = 0.0
 
 
 EVERY_WAITER = WaitersRead()
@@ -220,7 +222,8 @@ class RedisStore:
         Returns the node layouts' rev, the raw waiters, OOM floors and learned alphas,
         read in the same call."""
         mirror = self._mirror
-        read = [now, waiters.pod_uid, -1 if waiters.oldest is None else waiters.oldest]
+        read = [now, waiters.pod_uid, -1 if waiters.oldest is None else waiters.oldest,
+                now + waiters.live_for_s]
         epoch, rev, nodes_rev, waiting, floors, alphas, *changed = self._call(
             self._changes, keys=[NODES_REV_KEY], args=[mirror.rev, *read])
         if epoch != mirror.epoch or int(rev) < mirror.rev:
@@ -600,6 +603,6 @@ class RedisStore:
         except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
             raise StoreUnavailable(f"state store unreachable ({exc}); retry") from exc
         except redis.ResponseError as exc:
-            raise StoreRefused(f"state store refused the operation ({str(exc)[:200]}): a "
-                               "st:* key of the wrong type? `schedtune queues` reads them; "
-                               "retry once it is removed") from exc
+            raise StoreRefused(f"state store refused the operation ({str(exc)[:200]}); "
+                               "retry once an operator has fixed it (a st:* key of another "
+                               "type written by hand, Redis out of memory or read-only)") from exc

@@ -76,7 +76,7 @@ class NodeLayouts:
                 self._names = (*kept[:i], *kept[i + 1:], hit)
                 return hit[1].copy()
         nodes = dict.fromkeys(require_names(values, what))
-        self._names = (*kept[1 - NAME_LISTS_KEPT:], (values, nodes))
+        self._names = (*kept[max(0, len(kept) + 1 - NAME_LISTS_KEPT):], (values, nodes))
         return nodes.copy()
 
     def __len__(self) -> int:

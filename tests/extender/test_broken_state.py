@@ -83,13 +83,14 @@ def test_the_queue_report_lists_jobs_on_gpus_no_layout_has_and_stays_small() -> 
 
     layouts = {"known": NodeGpus("NVIDIA-GeForce-RTX-3090", "RTX-3090", 2, 24576)}
     report = queue_report(layouts, [job("a", "ghost", 99_999_999), job("b", "known", 5),
-                                    job("c", "known", 1)], Limits(4, {}), now=2.0)
+                                    job("c", "known", 1), job("d", "known", -1)],
+                          Limits(4, {}), now=2.0)
     ghost, known = report
     assert [g["index"] for g in ghost["gpus"]] == [99_999_999]
     assert ghost["layout"] is None and ghost["gpus"][0]["queue"][0]["uid"] == "a"
-    assert [g["index"] for g in known["gpus"]] == [0, 1, 5]
-    assert [g["capacity_mib"] for g in known["gpus"]] == [24576, 24576, None]
-    assert known["gpus"][2]["free_mib"] is None and known["gpus"][2]["jobs"] == 1
+    assert [g["index"] for g in known["gpus"]] == [-1, 0, 1, 5]  # -1: an unreadable index
+    assert [g["capacity_mib"] for g in known["gpus"]] == [None, 24576, 24576, None]
+    assert known["gpus"][3]["free_mib"] is None and known["gpus"][3]["jobs"] == 1
 
 
 def test_the_queues_cli_prints_valid_json_and_a_line_for_a_wrong_key(raw_redis, redis_url,

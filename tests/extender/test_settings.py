@@ -50,6 +50,8 @@ def test_values_no_process_could_use_are_refused_naming_the_variable(env, needle
 def test_usable_redis_urls_log_levels_and_limits_are_kept(tmp_path) -> None:
     for url in ("redis://redis:6379/0", "rediss://:pw@host:6380", "unix:///var/r.sock?db=0"):
         assert Settings.from_env({"REDIS_URL": url}).redis_url == url
+    for level in ("warn", "FATAL", "notset"):  # names logging accepts: they worked before
+        assert Settings.from_env({"EXTENDER_LOG_LEVEL": level}).log_level == level.upper()
     settings = Settings.from_env({"EXTENDER_LOG_LEVEL": "debug",
                                   "EXTENDER_COLLOCATION_LIMITS": " K80 = 2, unknown=1 "})
     assert settings.log_level == "DEBUG"

@@ -249,3 +249,51 @@ def test_waiters_leave_the_order_when_placed_released_or_expired_and_older_ones_
     assert set(legacy) <= order
     oldest = store.snapshot({"n": None}, clock(), waiters=WaitersRead("", 3)).waiting
     assert [w.uid for w in oldest] == ["old-0", "old-1", "old-2"]
+
+
+def test_prioritize_reusing_filters_read_still_has_the_oldest_live_waiters(store,
+                                                                            clock) -> None:
+    """Waiters that expire between filter and prioritize (which reuses filter's read for up
+    to `prioritize_reuse_s`) do not count towards the oldest read, so the next oldest is
+    there when prioritize looks."""
+    from extender.model import FilterRecord, PodDemand, Waiter
+    from extender.state.store import WaitersRead
+
+    start = clock.now
+    for uid, ttl in (("w1", 0.5), ("w2", 0.5), ("w3", 600.0)):
+        store.record_filter(FilterRecord(PodDemand(uid, uid, "ml", "resnet50", "train", 32, 1)),
+                            60, Waiter(uid, clock(), {"T4": (100.0, 1.0)}), clock(), ttl)
+        clock.now += 0.001
+    read = WaitersRead("p", 2, live_for_s=1.0)
+    at_filter = store.snapshot({}, start + 0.1, waiters=read)
+    assert [w.uid for w in at_filter.waiting] == ["w1", "w2", "w3"]
+    reused = store.snapshot({}, start + 1.0, sync=False, waiters=read)
+    assert [w.uid for w in reused.waiting] == ["w3"] == [w.uid for w in store.waiters(start + 1)]
+
+
+def test_unreadable_entries_never_take_the_oldest_places_and_binds_drop_expired_ones(
+        store, redis_client, clock) -> None:
+    import json
+
+    from extender.model import FilterRecord, JobRecord, NodeGpus, PodDemand, Waiter
+    from extender.state.store import WaitersRead
+
+    def entry(uid: str, since: float, **more) -> str:
+        return json.dumps({"uid": uid, "since": since, "expires_at": clock() + 600,
+                           "needs": {"T4": [100, 1]}, **more})
+
+    redis_client.hset("st:waiting", mapping={"zero": entry("zero", 0.5, gpus=0),
+                                             "many": entry("many", 0.6, gpus=65),
+                                             "old": entry("old", 0.7)})
+    store.record_filter(FilterRecord(PodDemand("new", "new", "ml", "resnet50", "train", 32, 1)),
+                        60, Waiter("new", clock(), {"T4": (100.0, 1.0)}), clock(), 5.0)
+    assert set(redis_client.zrange("st:waiting:order", 0, -1)) == {"old", "new"}
+    oldest = store.snapshot({}, clock(), waiters=WaitersRead("", 2)).waiting
+    assert [w.uid for w in oldest] == ["old", "new"]
+    clock.now += 10  # "new" expired; no pod waits after it, but binds go on
+    store.put_node("n", NodeGpus("Tesla-T4", "T4", 1, 15360, 1))
+    store.reserve(JobRecord(uid="j", pod="j", namespace="ml", model="m", task="train", node="n",
+                            gpu_index=0, reserved_mib=100.0, predicted_s=1.0, state="reserved",
+                            reserved_at=clock()), [(0, 1e9, 100)], clock(), 0)
+    assert set(redis_client.zrange("st:waiting:order", 0, -1)) == {"old"}
+    assert "new" not in redis_client.hkeys("st:waiting")

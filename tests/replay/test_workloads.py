@@ -16,6 +16,9 @@ def test_paper_trace_and_cluster_parse(data_dir) -> None:
                                                  "RTX-3070", "RTX-3090"]
     with pytest.raises(workloads.ReplayError, match="TYPE:NODESxGPUS"):
         workloads.parse_cluster("H100:2")
+    mixed = workloads.parse_cluster("T4:2x4,T4:2x1")  # one type twice: numbered on
+    assert [(n.name, n.count) for n in mixed] == [("t4-0", 4), ("t4-1", 4), ("t4-2", 1),
+                                                  ("t4-3", 1)]
 
 
 def test_shuffled_order_keeps_the_arrival_times_and_the_jobs() -> None:

@@ -146,3 +146,20 @@ def test_an_unreachable_redis_stops_the_listing(tmp_path, clock) -> None:
     monitor = Monitor(store, clock=clock, settings=Settings())
     with pytest.raises(StoreUnavailable):
         monitor.reconcile([_pod("job")])
+
+
+def test_a_key_of_the_wrong_type_is_that_pods_problem_not_an_outage(store, redis_client,
+                                                                     clock, estimator) -> None:
+    """Redis refuses the one pod's key (written by hand as a string): that pod is skipped
+    and counted, the others are applied and vanished ones released."""
+    store.put_node(NODE, LAYOUT)
+    clock.now = 1_795_240_000.0
+    _reserve(store, "done")
+    _reserve(store, "vanished")
+    redis_client.set("st:job:bad", "written by hand")
+    finished = _pod("done", uid="done")
+    finished["status"]["phase"] = "Succeeded"
+    errors = REGISTRY.get_sample_value("schedtune_monitor_pod_errors_total") or 0.0
+    Monitor(store, estimator, clock=clock).reconcile([_pod("bad", uid="bad"), finished])
+    assert store.jobs() == []  # done released as finished, vanished as vanished
+    assert REGISTRY.get_sample_value("schedtune_monitor_pod_errors_total") == errors + 1
