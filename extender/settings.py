@@ -80,12 +80,13 @@ Environment variables (the manifests in k8s/ use exactly these names):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from estimator import portable
 from estimator.catalogue import CATALOGUE
 from extender.model import UNKNOWN_TYPE, Limits
 from extender.policies import DEFAULT_POLICY, POLICIES, ScoringPolicy, make_policy
@@ -127,7 +128,7 @@ class Settings:
     decision_repeat_s: int = 600
     prioritize_reuse_s: float = 1.0
     declared_default_s: float = 3600.0
-    models_dir: Path | None = None
+    models_dir: Path = portable.MODELS_DIR
     event_rate: float = 5.0
     event_burst: int = 25
     node_watch: bool = True
@@ -188,12 +189,11 @@ class Settings:
             prioritize_reuse_s=_number(env, "EXTENDER_PRIORITIZE_REUSE_S", 1.0, float, 0, 60),
             declared_default_s=_number(env, "EXTENDER_DECLARED_DEFAULT_S", 3600.0, float, 1,
                                        10**7),
-            models_dir=_directory(env, "EXTENDER_MODELS_DIR"),
+            models_dir=_directory(env, "EXTENDER_MODELS_DIR") or portable.MODELS_DIR,
             event_rate=_number(env, "EXTENDER_EVENT_RATE", 5.0, float, 0.01, 1000),
             event_burst=_number(env, "EXTENDER_EVENT_BURST", 25, int, 1, 10000),
             node_watch=_choice(env, "EXTENDER_NODE_WATCH", "1", ("0", "1")) == "1",
-            log_level=_choice({"EXTENDER_LOG_LEVEL": get("EXTENDER_LOG_LEVEL", "INFO").upper()},
-                              "EXTENDER_LOG_LEVEL", "INFO", LOG_LEVELS),
+            log_level=_choice(env, "EXTENDER_LOG_LEVEL", "INFO", LOG_LEVELS, str.upper),
             bind_address=get("EXTENDER_BIND_ADDRESS", "0.0.0.0:8888"),
             workers=_number(env, "EXTENDER_WORKERS", 2, int, 1, 64),
             tls_cert_file=get("EXTENDER_TLS_CERT_FILE") or None,
@@ -215,8 +215,9 @@ class Settings:
         return settings
 
 
-def _choice(env: Mapping[str, str], key: str, default: str, accepted: tuple[str, ...]) -> str:
-    value = env.get(key, default)
+def _choice(env: Mapping[str, str], key: str, default: str, accepted: tuple[str, ...],
+            normalise: Callable[[str], str] = str) -> str:
+    value = normalise(env.get(key, default))
     if value not in accepted:
         raise SettingsError(f"{key}={value!r}: expected one of {', '.join(accepted)}")
     return value

@@ -45,7 +45,6 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from estimator import portable
 from estimator.errors import EstimatorError
 from estimator.predict import Estimator
 from extender import logs
@@ -412,10 +411,8 @@ def main(argv: list[str] | None = None) -> int:
                                  {"metadata": {"uid": uid, "annotations": {REQUEUED_AT: stamp}}},
                                  _preload_content=False, _request_timeout=2)
 
-    estimator = Estimator.load(settings.models_dir or portable.MODELS_DIR,
-                               design=settings.estimator_design)
-    monitor = Monitor(store, estimator, warn=warn,
-                      settings=settings, requeue=requeue)
+    monitor = Monitor(store, Estimator.load(settings.models_dir, design=settings.estimator_design),
+                      warn=warn, settings=settings, requeue=requeue)
     start_http_server(settings.monitor_port)
     stop = threading.Event()
     poster = EventPoster(store, post, settings.event_rate, settings.event_burst)

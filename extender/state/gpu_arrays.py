@@ -12,9 +12,9 @@ gathers, never a pass over the nodes in Python.
 `table(names, now)` gives the request's `GpuTable` (the same object again while
 nothing changed). The shapes of the last few node lists are kept: kube-scheduler
 names one list to filter and the passing part of it to prioritize, pod after pod,
-and a list's shape costs a name lookup per node to rebuild. Job slots are only ever appended (and compacted into new
-columns), so a table handed out earlier never sees a later change. Rebuilt whole
-when the watcher's layouts change.
+and a list's shape costs a name lookup per node to rebuild. Job slots are only ever
+appended (and compacted into new columns), so a table handed out earlier never sees
+a later change. Rebuilt whole when the watcher's layouts change.
 """
 
 from __future__ import annotations

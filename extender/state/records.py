@@ -17,9 +17,9 @@ import orjson
 
 from extender.core.annotations import MAX_GPUS
 from extender.model import JobRecord, NodeGpus, QueuedJob, Waiter
+from extender.wire.node_labels import MAX_GPU_MEMORY_MIB, MAX_GPUS_PER_NODE, MAX_REPLICAS
 
-MAX_FLOOR_MIB = 2**20  # 1 TiB: a larger OOM floor (or GPU) is not a reading of any GPU
-MAX_SHARE_SLOTS = 1024  # pods per GPU by time-slicing replicas: the node watcher's bound
+MAX_FLOOR_MIB = 2**20  # 1 TiB: a larger OOM floor is not a reading of any GPU
 _LAYOUT_FIELDS = [field.name for field in dataclass_fields(NodeGpus)]
 # A stored alpha above this is no reading (EXTENDER_INTERFERENCE_ALPHA's own bound; the
 # monitor publishes at most `extender.core.interference.MAX_ALPHA`).
@@ -38,7 +38,7 @@ def live_waiters(raw: list[str], now: float) -> tuple[Waiter, ...]:
             needs = {str(t): (float(m), float(s)) for t, (m, s) in entry["needs"].items()}
             gpus, since = int(entry.get("gpus", 1)), float(entry["since"])
             if not 1 <= gpus <= MAX_GPUS or not math.isfinite(since) or not all(
-                    0 < m <= MAX_FLOOR_MIB and 0 <= s < math.inf for m, s in needs.values()):
+                    0 < m <= MAX_GPU_MEMORY_MIB and 0 <= s < math.inf for m, s in needs.values()):
                 continue  # not what filter writes: no hold for it, no line in a report
             waiter = Waiter(str(entry["uid"]), since, needs, str(entry.get("pod", "")), gpus)
             waiters[waiter.uid] = waiter
@@ -76,8 +76,9 @@ def layout_from_fields(fields: Mapping[str, Any]) -> NodeGpus | None:
     if (not isinstance(layout.product, str) or not isinstance(layout.problem, str)
             or not (layout.gpu_type is None or isinstance(layout.gpu_type, str))
             or any(isinstance(n, bool) or not isinstance(n, int) for n in counts)
-            or not (0 <= layout.count <= MAX_GPUS and 0 <= layout.memory_mib <= MAX_FLOOR_MIB
-                    and 0 <= layout.share_slots <= MAX_SHARE_SLOTS)):
+            or not (0 <= layout.count <= MAX_GPUS_PER_NODE
+                    and 0 <= layout.memory_mib <= MAX_GPU_MEMORY_MIB
+                    and 0 <= layout.share_slots <= MAX_REPLICAS)):
         return None
     return layout
 

@@ -15,7 +15,6 @@ from collections.abc import Callable
 
 from flask import Flask, Response
 
-from estimator import portable
 from estimator.predict import Estimator
 from extender import logs, metrics
 from extender.web import auth
@@ -40,8 +39,7 @@ def create_app(settings: Settings | None = None, binder: BindTarget | None = Non
     settings = settings or Settings.from_env(os.environ)
     logs.configure(settings.log_level)
     store = open_store(settings, start_embedded=True)
-    estimator = estimator or Estimator.load(settings.models_dir or portable.MODELS_DIR,
-                                            design=settings.estimator_design)
+    estimator = estimator or Estimator.load(settings.models_dir, design=settings.estimator_design)
     estimator.warm()
     binder = binder or _binder(settings)
     scheduler = Scheduler(settings, store, estimator, binder, **({"clock": clock} if clock else {}))
