@@ -1,7 +1,9 @@
-"""scripts/profile_gpu.py without a GPU: nvidia-smi parsing, the sampler, the job loop on
-the CPU, and the rows it records (read back by the estimator's data loader)."""
+"""The profiler (`estimator.profiling`, `schedtune profile`) without a GPU: nvidia-smi
+parsing, the sampler, the job loop and the collocation windows on the CPU, and the rows it
+records (read back by the estimator's data loader)."""
 
 import os
+import re
 import stat
 import sys
 from dataclasses import replace
@@ -9,8 +11,9 @@ from dataclasses import replace
 import pytest
 
 from estimator import data
-from scripts import profile_gpu
-from scripts.profile_gpu import Measurement, MemorySampler, ProfileError
+from estimator import profiling as profile_gpu
+from estimator.profiling import Measurement, MemorySampler, ProfileError
+from scripts import profile_gpu as profile_cli
 
 QUERY = "0, NVIDIA H100 80GB HBM3, 81559, 4, 550.54.15\n1, Tesla T4, 15360, 0, 550.54.15\n"
 STAND_IN = f"""#!{sys.executable}
@@ -64,17 +67,49 @@ def test_missing_nvidia_smi_is_a_clear_error(monkeypatch, tmp_path) -> None:
 
 
 def test_job_loop_runs_an_epoch_or_requests() -> None:
-    seconds, steps = profile_gpu.run_job("squeezenet1_1", "train", 2, 5, "cpu")
-    assert steps == 3 and seconds > 0  # ceil(5 samples / batch 2)
-    per_request, steps = profile_gpu.run_job("squeezenet1_1", "inference", 1, 2, "cpu")
-    assert steps == 2 and 0 < per_request < seconds * 10
+    seconds, steps, timed = profile_gpu.run_job("squeezenet1_1", "train", 2, 5, "cpu")
+    assert (steps, timed) == (3, 3) and seconds > 0  # ceil(5 samples / batch 2)
+    per_request, steps, timed = profile_gpu.run_job("squeezenet1_1", "inference", 1, 2, "cpu")
+    assert (steps, timed) == (2, 2) and 0 < per_request < seconds * 10
+    scaled, steps, timed = profile_gpu.run_job("squeezenet1_1", "train", 2, 400, "cpu",
+                                               timed_steps=2)
+    assert (steps, timed) == (200, 2) and scaled > 0  # two steps timed, scaled to 200
 
 
-def test_rows_are_upserted_and_read_back_as_profiled_data(tmp_path, monkeypatch) -> None:
+def test_profile_measures_each_job_from_the_memory_before_cuda(stand_in_smi, monkeypatch,
+                                                               tmp_path) -> None:
+    """The whole loop on the CPU: torch.cuda's bookkeeping stood in, nvidia-smi stood in
+    (4 MiB used before, samples up to 5200): peaks count from before the context."""
+    import torch
+
+    for name in ("init", "synchronize", "empty_cache", "reset_peak_memory_stats"):
+        monkeypatch.setattr(torch.cuda, name, lambda *a, **k: None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda *a: 300 * 2**20)
+    rows = list(profile_gpu.profile("squeezenet1_1", [("train", 2), ("inference", 4)],
+                                    samples=6, requests=2, timed_steps=1, device="cpu"))
+    assert [(r.task, r.batch, r.steps, r.timed_steps) for r in rows] == [
+        ("train", 2, 3, 1), ("inference", 4, 2, 2)]
+    assert {(r.gpu, r.peak_mib, r.torch_reserved_mib, r.context_mib) for r in rows} == {
+        ("H100-80GB", 5196.0, 300.0, 0.0)}
+    out = tmp_path / "m.csv"
+    profile_gpu.record(rows, out)
+    assert "context_mib" in out.read_text().splitlines()[0]
+
+
+def test_collocated_windows_overlap_and_report_speed_against_alone() -> None:
+    rows = profile_gpu.collocate([("squeezenet1_1", "inference", 1)] * 2, "cpu", window_s=0.5)
+    assert [r.k for r in rows] == [2, 2]
+    assert rows[0].alone_steps_per_s == rows[1].alone_steps_per_s > 0  # measured once
+    assert all(0 < r.speed for r in rows)
+
+
+def test_rows_are_upserted_and_read_back_as_profiled_data(tmp_path) -> None:
     out = tmp_path / "measurements.csv"
     row = Measurement(model="resnet50", task="train", batch=32, gpu="H100-80GB", peak_mib=5400.0,
-                      torch_reserved_mib=4100.0, seconds=61.5, steps=1563, samples=250,
-                      gpu_product="NVIDIA H100 80GB HBM3", driver="550.54.15", torch="2.13.0",
+                      torch_reserved_mib=4100.0, context_mib=520.0, seconds=61.5, steps=1563,
+                      timed_steps=1563, samples=250, gpu_product="NVIDIA H100 80GB HBM3",
+                      driver="550.54.15", torch="2.13.0", cuda="12.8",
                       measured_at="2026-11-21T00:00:00+00:00")  # fmt: skip
     inference = replace(row, model="bert_base", task="inference", batch=1, peak_mib=1900.0,
                         seconds=0.004)
@@ -82,12 +117,11 @@ def test_rows_are_upserted_and_read_back_as_profiled_data(tmp_path, monkeypatch)
     profile_gpu.record([replace(row, peak_mib=5500.0)], out)  # profiled again: replaced
     assert "cuda_cores,tensor_cores,mem_bandwidth_gbs,sm_count,mem_clock_mhz,memory_mib" in (
         out.read_text().splitlines()[0])
-    monkeypatch.setattr(data, "MEASUREMENTS_FILE", out)
-    mem = data._read_measurements("train-mem")
+    mem = data.read_measurements("train-mem", out)
     assert mem[["model", "batch", "gpu", "y", "source"]].values.tolist() == [
         ["resnet50", 32, "H100-80GB", 5500.0, "profiled"]]
-    assert data._read_measurements("train-time")["y"].tolist() == [61.5]
-    assert data._read_measurements("infer-time")["y"].tolist() == [pytest.approx(4.0)]  # ms
+    assert data.read_measurements("train-time", out)["y"].tolist() == [61.5]
+    assert data.read_measurements("infer-time", out)["y"].tolist() == [pytest.approx(4.0)]  # ms
 
 
 def test_cli_without_cuda_says_so_and_refuses_bad_jobs(capsys) -> None:
@@ -95,8 +129,30 @@ def test_cli_without_cuda_says_so_and_refuses_bad_jobs(capsys) -> None:
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    assert profile_gpu.main(["resnet18", "--batch", "8"]) == 2
-    assert "no CUDA device" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        profile_gpu.main(["resnet18", "--batch", "0"])
-    assert "batch size must be" in capsys.readouterr().err
+    assert profile_cli.main(["resnet18", "--batch", "8"]) == 2
+    assert re.search("no CUDA device|nvidia-smi not found", capsys.readouterr().err)
+    assert profile_cli.main(["--collocate", "resnet18:train:8"]) == 2
+    assert re.search("no CUDA device|nvidia-smi not found", capsys.readouterr().err)
+    for bad in (["resnet18", "--batch", "0"], ["--collocate", "resnet18:train"],
+                ["--collocate", "resnet18:fly:8"], ["--collocate", "resnet18:train:8",
+                                                    "--window", "0"],
+                ["resnet18", "--steps", "0"], ["resnet18", "--deadline-s", "nan"], []):
+        with pytest.raises(SystemExit):
+            profile_cli.main(bad)
+        assert "error:" in capsys.readouterr().err
+
+
+def test_collocated_rows_are_upserted_per_group_and_member(tmp_path) -> None:
+    from estimator.profiling import Collocated, SmiGpu, record_collocation
+
+    gpu = SmiGpu(0, "NVIDIA H200", 143771, 0, "580.159.04")
+    pair = [Collocated("resnet50", "train", 32, 2, 40.0, 25.0),
+            Collocated("vgg16", "train", 32, 2, 38.0, 17.0)]
+    out = tmp_path / "collocation.csv"
+    record_collocation(pair, out, gpu, "2.11.0")
+    record_collocation([Collocated("resnet50", "train", 32, 2, 40.0, 20.0), pair[1]], out, gpu,
+                       "2.11.0")  # the same group again: replaced
+    lines = out.read_text().splitlines()
+    assert len(lines) == 3 and lines[0].startswith("gpu,group,member,model")
+    assert lines[1].startswith("H200,resnet50:train:32+vgg16:train:32,0,resnet50,train,32,2,")
+    assert ",0.5000," in lines[1] and ",0.4474," in lines[2]
