@@ -31,6 +31,9 @@ from estimator.feature_table import MAX_BATCH, FeatureTable
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
 MEASUREMENTS_FILE = REPO_ROOT / "profiles" / "measurements.csv"
+#: Our ground truth on current GPUs (`scripts/gpu_ground_truth.sh`): evaluated against,
+#: not fitted on by default (see README, "Ground truth on an H200").
+MEASURED_DIR = REPO_ROOT / "profiles" / "measured"
 PAPER_DIR = "schedtune-ccgrid22"
 
 #: Targets: name -> (task, unit). Time targets come from reconstructed files.
@@ -55,15 +58,18 @@ def paper_file(data_dir: Path, name: str) -> Path:
 
 def load_target(target: str, data_dir: Path = DEFAULT_DATA_DIR,
                 table: FeatureTable | None = None,
-                extra: pd.DataFrame | None = None) -> pd.DataFrame:
+                extra: pd.DataFrame | None = None,
+                measurements: Path | None = MEASUREMENTS_FILE) -> pd.DataFrame:
     """Rows for one target, with features; columns ``y`` and ``gpu`` always present.
 
     `extra`: more raw rows (model, batch, gpu, y, source), e.g. observed runs.
+    `measurements`: profiled rows (`schedtune profile`'s CSV), added when the file exists.
     """
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; accepted: {', '.join(TARGETS)}")
     raw = _read_raw(target, Path(data_dir))
-    for more in (_read_measurements(target), extra):
+    profiled = read_measurements(target, measurements) if measurements else None
+    for more in (profiled, extra):
         if more is not None and not more.empty:
             raw = pd.concat([raw, more], ignore_index=True)
     out = with_features(raw, TARGETS[target][0], table or FeatureTable.load())
@@ -153,19 +159,29 @@ def _batches(path: Path, values: pd.Series) -> pd.Series:
                     lambda v: (v >= 1) & (v <= MAX_BATCH) & (v % 1 == 0)).astype(int)
 
 
-def _read_measurements(target: str) -> pd.DataFrame:
-    """Our own profiled rows (profiles/measurements.csv) for this target, if any."""
-    if not MEASUREMENTS_FILE.exists():
+def measurements_option(text: str) -> Path | None:
+    """A CLI's `--measurements` value: a CSV path, or "none" for the reference rows alone."""
+    return None if text.strip().lower() == "none" else Path(text)
+
+
+def read_measurements(target: str, path: Path = MEASUREMENTS_FILE) -> pd.DataFrame:
+    """Profiled rows (`schedtune profile`'s CSV at `path`) for this target, if the file
+    exists; `EstimatorError` names the first row that is not a measurement."""
+    path = Path(path)
+    if not path.exists():
         return pd.DataFrame()
-    df = pd.read_csv(MEASUREMENTS_FILE)
-    task, _ = TARGETS[target]
-    df = df[df["task"] == task]
-    column = "peak_mib" if target.endswith("mem") else "seconds"
-    if target == "infer-time":
-        df = df.assign(seconds=df["seconds"] * 1000.0)
+    df = _read_csv(path, ("model", "task", "batch", "gpu", "peak_mib", "seconds"))
+    if unknown := sorted(set(df["gpu"].astype(str)) - set(CATALOGUE)):
+        raise EstimatorError(f"{path}: GPU types the catalogue does not know: {unknown[:5]}")
+    if bad := sorted(set(df["task"].astype(str)) - {task for task, _ in TARGETS.values()}):
+        raise EstimatorError(f"{path}: unknown tasks {bad[:5]}; accepted: train, inference")
+    checked = {c: _positive(path, df[c]) for c in ("peak_mib", "seconds")}  # every row, so
+    batches = _batches(path, df["batch"])  # a message's row number is the file's
+    ours = (df["task"] == TARGETS[target][0]).to_numpy()
+    y = checked["peak_mib" if target.endswith("mem") else "seconds"][ours]
     return pd.DataFrame({
-        "model": df["model"], "batch": df["batch"], "gpu": df["gpu"],
-        "y": df[column].astype(float), "source": "profiled",
+        "model": df["model"][ours].astype(str), "batch": batches[ours], "gpu": df["gpu"][ours],
+        "y": y * 1000.0 if target == "infer-time" else y, "source": "profiled",
     })  # fmt: skip
 
 

@@ -14,7 +14,8 @@ outer training rows, so no held-out row ever informs its own pad):
   pad), so the figures are what a user's new kind of model gets.
 * ``logo``: leave one GPU type out; the pad is the service's for a GPU type absent
   from training (``pad_unseen_gpu``: the larger of the inner leave-one-model-out and
-  leave-one-GPU-out pads).
+  leave-one-GPU-out pads, or the workspace range plus its pad where that is more:
+  `estimator.padding.padded_unseen_gpu`).
 * ``logo-calibrated``: leave one GPU type out except one calibration job
   (`CALIBRATION_JOB`) profiled on it; inner the same scheme.
 
@@ -38,7 +39,7 @@ from sklearn.model_selection import KFold
 
 from estimator.padding import (
     fit_censored, held_out_predictions, lower_bounds, pad_fraction, padded_unseen_family,
-    unseen_family_pads, workspace_range,
+    padded_unseen_gpu, unseen_family_pads, workspace_range,
 )  # fmt: skip
 from estimator.regressors import Design
 from estimator.zoo import REGISTRY
@@ -162,18 +163,28 @@ def _run_fold(design: Design, frame: pd.DataFrame, protocol: str, fit_idx: np.nd
         padded = padded_unseen_family(
             predicted, workspace_range(test["sim_workspace_mb"], test["sim_workspace_max_mb"]),
             pad, pads)
+    elif protocol == "logo" and design.workspace_margin:  # the service's unseen-GPU rule
+        pad = _inner_pad(design, train, protocol)
+        padded = padded_unseen_gpu(
+            predicted, workspace_range(test["sim_workspace_mb"], test["sim_workspace_max_mb"]),
+            pad, _unseen_family_pads(design, train))
     else:
         pad = _inner_pad(design, train, protocol)
         padded = predicted * (1.0 + pad)
     return test_idx, predicted, pad, padded
 
 
-def held_out(design: Design, frame: pd.DataFrame, protocol: str,
-             n_jobs: int = 2) -> pd.DataFrame:
-    """One row per (outer fold, test row): actual, predicted, padded."""
+def held_out(design: Design, frame: pd.DataFrame, protocol: str, n_jobs: int = 2,
+             gpu: str | None = None) -> pd.DataFrame:
+    """One row per (outer fold, test row): actual, predicted, padded; with `gpu`, only
+    the test rows on that GPU type (the folds fit as they would for every row)."""
+    on_gpu = np.ones(len(frame), bool) if gpu is None else (frame["gpu"] == gpu).to_numpy()
+    if not on_gpu.any():
+        raise ValueError(f"no rows on GPU {gpu!r}; the data has "
+                         f"{', '.join(sorted(frame['gpu'].unique()))}")
     folds = Parallel(n_jobs=n_jobs)(
-        delayed(_run_fold)(design, frame, protocol, fit_idx, test_idx)
-        for fit_idx, test_idx in _outer_splits(frame, protocol)
+        delayed(_run_fold)(design, frame, protocol, fit_idx, test_idx[on_gpu[test_idx]])
+        for fit_idx, test_idx in _outer_splits(frame, protocol) if on_gpu[test_idx].any()
     )
     parts = [
         frame.iloc[test_idx][["model", "batch", "gpu", "y", "capacity_mib", "over_capacity",
@@ -213,11 +224,13 @@ def evaluate(designs: dict[str, Design], frame: pd.DataFrame, protocol: str,
 
 
 def evaluate_by_family(designs: dict[str, Design], frame: pd.DataFrame, protocol: str,
-                       n_jobs: int = 2) -> dict[str, dict[str, dict[str, float]]]:
-    """Metrics per design name, over all held-out rows (``"all"``) and per family."""
+                       n_jobs: int = 2, gpu: str | None = None,
+                       ) -> dict[str, dict[str, dict[str, float]]]:
+    """Metrics per design name, over all held-out rows (``"all"``) and per family; with
+    `gpu`, over the held-out rows on that GPU type only."""
     out = {}
     for name, design in designs.items():
-        rows = held_out(design, frame, protocol, n_jobs)
+        rows = held_out(design, frame, protocol, n_jobs, gpu)
         out[name] = {"all": metrics(rows), **{
             family: metrics(part) for family, part in rows.groupby("family", sort=True)
             if (~part["over_capacity"]).any()}}
@@ -273,4 +286,37 @@ def residual_parts(frame: pd.DataFrame) -> dict[str, dict[str, object]]:
     out["all"]["gpu_constant_mib"] = {
         str(g): float(np.median(part)) for g, part in
         pd.Series(y - rows[last].to_numpy(float)).groupby(rows["gpu"].to_numpy())}
+    return out
+
+
+def score_service(estimator, measured: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """The committed artefacts, padded as the service pads, against profiled rows (model,
+    task, batch, gpu, peak_mib, seconds): per task, memory error and under-allocation, and
+    time as predicted over measured. Nothing is fitted: every row is held out unless the
+    artefacts were trained on it."""
+    from estimator.predict import Job  # noqa: PLC0415
+
+    out = {}
+    for task, rows in measured.groupby("task", sort=True):
+        est = [estimator.estimate(Job(r.model, task, int(r.batch)), gpus=[r.gpu])[r.gpu]
+               for r in rows.itertuples()]
+        y = rows["peak_mib"].to_numpy(float)
+        pred = np.array([e.predicted_mib for e in est])
+        padded = np.array([e.padded_mib for e in est])
+        # seconds per epoch (train) or per request (inference) on both sides
+        time_ratio = np.array([e.predicted_s for e in est]) / rows["seconds"].to_numpy(float)
+        under = padded < y
+        out[str(task)] = {
+            "rows": int(len(rows)),
+            "mem_avg_err_pct": float(100 * np.mean(np.abs(pred - y) / y)),
+            "mem_max_err_pct": float(100 * np.max(np.abs(pred - y) / y)),
+            "under_alloc": int(under.sum()),
+            "worst_under_pct": float(100 * np.max((y - padded) / y)) if under.any() else 0.0,
+            "over_alloc_pct": float(100 * np.mean((padded[~under] - y[~under]) / y[~under])),
+            "time_ratio_median": float(np.median(time_ratio)),
+            "time_ratio_p10": float(np.quantile(time_ratio, 0.1)),
+            "time_ratio_p90": float(np.quantile(time_ratio, 0.9)),
+            "families_unseen": int(sum(not e.family_seen for e in est)),
+            "gpu_seen": bool(all(e.seen_in_training for e in est)),
+        }
     return out

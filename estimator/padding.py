@@ -27,6 +27,10 @@ Three pads per memory artefact, each from its own held-out scheme (training.fit)
   large workspaces (VGG's wide 224x224 layers) can take the largest one simulated on
   some cards while the families left to calibrate on never do.
 
+A GPU type absent from training gets the workspace pair too (`padded_unseen_gpu`): the
+same card-specific cuDNN choice, measured on an H200 (VGG-16 at batch 64 took 12,199 MiB,
+VGG-19 10,875) where the plain unseen-GPU pad left it 2 % short.
+
 `estimator.predict` picks among them for one job (`estimator.evaluation` scores the
 same rule).
 
@@ -128,6 +132,20 @@ def padded_unseen_family(predicted_mib: Any, workspace_mib: Any, pad: float,
     out = np.maximum(predicted * (1.0 + pad),
                      predicted * (1.0 + float(pads["pad_unseen_family"]))
                      + float(pads.get("pad_unseen_family_mib", 0.0)))
+    if "pad_unseen_family_workspace" not in pads:
+        return out
+    return np.maximum(out, predicted * (1.0 + float(pads["pad_unseen_family_workspace"]))
+                      + float(pads.get("pad_unseen_family_workspace_mib", 0.0))
+                      + np.asarray(workspace_mib, float))
+
+
+def padded_unseen_gpu(predicted_mib: Any, workspace_mib: Any, pad: float,
+                      pads: dict[str, Any]) -> Any:
+    """A job of a seen family on a GPU type absent from training: the larger of `pad`
+    (``pad_unseen_gpu``) and, where `pads` carry it, the job's workspace range plus its
+    affine pad. Arrays or floats."""
+    predicted = np.asarray(predicted_mib, float)
+    out = predicted * (1.0 + pad)
     if "pad_unseen_family_workspace" not in pads:
         return out
     return np.maximum(out, predicted * (1.0 + float(pads["pad_unseen_family_workspace"]))

@@ -32,7 +32,7 @@ from estimator import portable
 from estimator.catalogue import CATALOGUE, CHARACTERISTICS
 from estimator.errors import InvalidJob, UnknownGPU
 from estimator.feature_table import FEATURES_DIR, FeatureTable, JobFeatures
-from estimator.padding import padded_unseen_family, workspace_range
+from estimator.padding import padded_unseen_family, padded_unseen_gpu, workspace_range
 
 MAX_UNITS = 10**6
 MEMO_SIZE = 8192  # (model, task, batch) figures kept per process
@@ -102,12 +102,15 @@ class _Predictor:
 
     def padded(self, predicted_mib: float, workspace_mib: float, gpu_seen: bool,
                family_seen: bool) -> float:
-        """Seen: the leave-one-model-out pad; an unseen GPU type: its own pad; an unseen
-        family: also the family's affine pads (`estimator.padding.padded_unseen_family`;
-        artefacts without a family pad use the largest plain pad they have)."""
+        """Seen: the leave-one-model-out pad; an unseen GPU type: its own pad or the
+        workspace range's (`estimator.padding.padded_unseen_gpu`); an unseen family: also
+        the family's affine pads (`estimator.padding.padded_unseen_family`; artefacts
+        without a family pad use the largest plain pad they have)."""
         pad = float(self.meta["pad_seen" if gpu_seen else "pad_unseen_gpu"])
-        if family_seen:
+        if family_seen and gpu_seen:
             return predicted_mib * (1.0 + pad)
+        if family_seen:
+            return float(padded_unseen_gpu(predicted_mib, workspace_mib, pad, self.meta))
         if "pad_unseen_family" not in self.meta:
             return predicted_mib * (1.0 + max(pad, float(self.meta["pad_unseen_gpu"])))
         return float(padded_unseen_family(predicted_mib, workspace_mib, pad, self.meta))

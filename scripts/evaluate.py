@@ -4,6 +4,8 @@
     schedtune evaluate --protocol lofo            # leave one architecture family out
     schedtune evaluate --protocol logo-calibrated --target train-mem --json
     schedtune evaluate --parts                    # what each simulated part explains, per family
+    schedtune evaluate --protocol logo --gpu H200 # scored on one GPU type's rows only
+    schedtune evaluate --service profiles/measured/H200.csv   # the committed artefacts
 
 Protocols: random (80/20 x 10 seeds), lomo (leave one model out), lofo (leave
 one family out: ResNet, DenseNet, VGG in the authors' rows), logo (leave one GPU
@@ -22,9 +24,17 @@ import time
 from pathlib import Path
 
 
-from estimator.data import DEFAULT_DATA_DIR, RECONSTRUCTED, TARGETS, load_target
+import pandas as pd
+
+from estimator.data import (
+    DEFAULT_DATA_DIR, MEASUREMENTS_FILE, RECONSTRUCTED, TARGETS, load_target,
+    measurements_option, read_measurements,
+)
 from estimator.errors import EstimatorError
-from estimator.evaluation import ANCHORS, PROTOCOLS, evaluate_by_family, residual_parts
+from estimator.evaluation import (
+    ANCHORS, PROTOCOLS, evaluate_by_family, residual_parts, score_service,
+)  # fmt: skip
+from estimator.predict import Estimator
 from estimator.regressors import BASELINE, CHOSEN, DESIGNS
 
 COLUMNS = ("rmse", "rmsle", "avg_err_pct", "max_err_pct", "under_alloc_pct", "over_alloc_pct")
@@ -35,8 +45,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--protocol", choices=PROTOCOLS, default="lomo")
     parser.add_argument("--target", choices=tuple(TARGETS), default="train-mem")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA_DIR)
+    parser.add_argument("--measurements", type=measurements_option, default=MEASUREMENTS_FILE,
+                        metavar="CSV|none", help="profiled rows to add when the file exists "
+                        "(default profiles/measurements.csv; none: the reference rows alone)")
     parser.add_argument("--jobs", type=_positive, default=2, help="parallel folds (default 2)")
     parser.add_argument("--designs", nargs="+", help="only these designs (default: all)")
+    parser.add_argument("--service", type=Path, metavar="CSV",
+                        help="score the committed artefacts, padded as the service pads, "
+                        "against these profiled rows (nothing is fitted)")
+    parser.add_argument("--gpu", help="score only the held-out rows on this GPU type "
+                        "(folds fit as usual), e.g. H200 for its profiled rows")
     parser.add_argument("--parts", action="store_true",
                         help="report how much of the residual each simulated part removes "
                              "(memory targets only), instead of the designs")
@@ -45,9 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.parts and not args.target.endswith("-mem"):
         parser.error(f"--parts explains memory targets only, not {args.target}")
 
+    if args.service is not None:
+        return _score_service(args.service, args.json)
     started = time.perf_counter()
     try:
-        frame = load_target(args.target, args.data)
+        frame = load_target(args.target, args.data, measurements=args.measurements)
     except EstimatorError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -62,10 +82,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown designs {unknown}; known: {', '.join(designs)}")
     if args.designs:
         designs = {n: designs[n] for n in args.designs}
-    results = evaluate_by_family(designs, frame, args.protocol, n_jobs=args.jobs)
+    if args.gpu is not None and args.gpu not in set(frame["gpu"]):
+        parser.error(f"no {args.target} rows on GPU {args.gpu!r}; the data has "
+                     f"{', '.join(sorted(frame['gpu'].unique()))}")
+    results = evaluate_by_family(designs, frame, args.protocol, n_jobs=args.jobs, gpu=args.gpu)
     report = {
         "protocol": args.protocol,
         "target": args.target,
+        "gpu": args.gpu,
         "chosen": CHOSEN if CHOSEN in results else next(iter(results)),
         "baseline": BASELINE if BASELINE in results else next(iter(results)),
         "estimators": {name: by["all"] for name, by in results.items()},
@@ -81,6 +105,29 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _score_service(path: Path, as_json: bool) -> int:
+    try:
+        for target in ("train-mem", "infer-mem", "train-time"):  # refuses unusable rows
+            read_measurements(target, path)
+        if not path.is_file():
+            raise EstimatorError(f"{path} is not a file")
+        report = score_service(Estimator.load(), pd.read_csv(path))
+    except EstimatorError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if as_json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"committed artefacts, padded as the service pads, against {path}:")
+    for task, m in report.items():
+        print(f"  {task:<9} {m['rows']} rows: memory {m['mem_avg_err_pct']:.1f} % avg / "
+              f"{m['mem_max_err_pct']:.1f} % max error, {m['under_alloc']} under-allocated "
+              f"(worst {m['worst_under_pct']:.1f} %), over-allocation {m['over_alloc_pct']:.1f} "
+              f"%; time predicted / measured median {m['time_ratio_median']:.2f} "
+              f"[p10 {m['time_ratio_p10']:.2f}, p90 {m['time_ratio_p90']:.2f}]")
+    return 0
+
+
 def _positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
@@ -91,6 +138,7 @@ def render(report: dict) -> str:
     head = f"{'estimator':<22}" + "".join(f"{c:>17}" for c in COLUMNS)
     lines = [
         f"target {report['target']}, protocol {report['protocol']}"
+        + (f", scored on {report['gpu']} rows only" if report.get("gpu") else "")
         + (" (RECONSTRUCTED data: the authors' forests' outputs, not measurements)"
            if report["reconstructed_data"] else " (measured data)"),
         head, "-" * len(head),

@@ -1,16 +1,22 @@
 """Fit the collocation slowdown from Gavel's measured pair throughputs and commit it.
 
     schedtune fit-interference [--data DIR]    # writes profiles/interference.json
+    schedtune fit-interference --compare profiles/measured/H200-collocation.csv
 
 Model: with k jobs on a GPU each runs at speed 1 / (1 + alpha (k - 1)). For every
 measured pair, a job's shared/alone throughput ratio r gives alpha = 1/r - 1; the
 fitted alpha is the one of the median ratio, per GPU (the reference data is Gavel's
 measurement, read from the data directory and never copied here).
+
+`--compare CSV` writes nothing: it reads collocated runs `schedtune profile --collocate`
+measured and prints, per GPU and number of jobs, the measured speed and the alpha it
+implies beside the committed model's speed.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import math
 import statistics
@@ -73,11 +79,49 @@ def _throughput(value: Any, where: str) -> float:
     return float(value)
 
 
+def compare(rows: list[dict[str, str]], alpha: float) -> dict:
+    """Per GPU and k: the median measured speed (together over alone), the alpha it
+    implies, and the speed the committed `alpha` plays forward."""
+    groups: dict[tuple[str, int], list[float]] = {}
+    for line, row in enumerate(rows, start=2):
+        try:
+            k, speed = int(row["k"]), float(row["speed"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"line {line}: needs a whole k and a speed ({exc})") from exc
+        if not (2 <= k <= 64 and 0 < speed <= 10 and math.isfinite(speed)):
+            raise ValueError(f"line {line}: k {k} / speed {speed} is not a collocated run")
+        groups.setdefault((str(row.get("gpu", "?")), k), []).append(speed)
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for (gpu, k), speeds in sorted(groups.items()):
+        median = statistics.median(speeds)
+        out.setdefault(gpu, {})[str(k)] = {
+            "jobs": len(speeds), "median_speed": round(median, 4),
+            "alpha": round((1 / median - 1) / (k - 1), 4),
+            "committed_speed": round(1 / (1 + alpha * (k - 1)), 4)}
+    return {"committed_alpha": alpha, "per_gpu": out}
+
+
+def _compare(path: Path) -> int:
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+        committed = float(json.loads(OUT.read_text())["alpha"])
+        print(json.dumps(compare(rows, committed), indent=2))
+    except (OSError, UnicodeDecodeError, csv.Error, KeyError, ValueError) as exc:
+        print(f"error: {path}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--compare", type=Path, metavar="CSV",
+                        help="print measured collocation against the committed alpha")
     args = parser.parse_args(argv)
+    if args.compare is not None:
+        return _compare(args.compare)
     path = args.data / "gavel-osdi20" / "simulation_throughputs.json"
     if not path.is_file():
         print(f"error: {path} is missing; pass --data DIR holding gavel-osdi20/", file=sys.stderr)

@@ -30,7 +30,9 @@ from pathlib import Path
 
 
 from estimator import artefacts
-from estimator.data import DEFAULT_DATA_DIR, TARGETS, load_target
+from estimator.data import (
+    DEFAULT_DATA_DIR, MEASUREMENTS_FILE, TARGETS, load_target, measurements_option,
+)
 from estimator.errors import EstimatorError
 from estimator.observations import (
     TIME_TARGETS, censored_gain, censored_rows, observation_rows, refit_gain, supersede,
@@ -46,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", choices=tuple(TARGETS), nargs="+", default=list(TARGETS))
     parser.add_argument("--design", nargs="+", default=[CHOSEN, BASELINE])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA_DIR)
+    parser.add_argument("--measurements", type=measurements_option, default=MEASUREMENTS_FILE,
+                        metavar="CSV|none", help="profiled rows to add when the file exists "
+                        "(default profiles/measurements.csv; none: the reference rows alone)")
     parser.add_argument("--out", type=Path, default=artefacts.MODELS_DIR)
     parser.add_argument("--no-stats", action="store_true",
                         help="skip the held-out statistics in the metadata (faster)")
@@ -80,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             log.info("%s: no usable observed runs; artefacts left as they are", target)
             continue
         try:
-            frame = load_target(target, args.data, extra=extra)
+            frame = load_target(target, args.data, extra=extra, measurements=args.measurements)
         except EstimatorError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1

@@ -99,3 +99,30 @@ def test_each_simulated_part_removes_residual_for_every_family(frame) -> None:
     assert vgg["sim_reserved_mb"] < 0.5 * vgg["sim_allocated_mb"]
     assert parts["vgg"]["mean_abs_left_pct"][last] < 8.0
     assert set(parts["all"]["gpu_constant_mib"]) == set(frame["gpu"])
+
+
+def test_scoring_one_gpu_scores_exactly_its_rows_of_the_same_folds(data_dir) -> None:
+    """`--gpu H200`: the H200 rows of the measured ground truth, predicted and padded as
+    the whole evaluation predicts them (three GPU types keep it quick)."""
+    from estimator.data import MEASURED_DIR
+
+    full = load_target("train-mem", data_dir, measurements=MEASURED_DIR / "H200.csv")
+    frame = full[full["gpu"].isin(["K80", "V100-16GB", "H200"])].reset_index(drop=True)
+    design = DESIGNS["train-mem"]["ours"]
+    every = held_out(design, frame, "logo", n_jobs=1)
+    scored = held_out(design, frame, "logo", n_jobs=1, gpu="H200")
+    key = ["model", "batch"]
+    want = every[every["gpu"] == "H200"].sort_values(key).reset_index(drop=True)
+    got = scored.sort_values(key).reset_index(drop=True)
+    assert len(got) == 108 and set(got["gpu"]) == {"H200"}
+    assert got[key + ["y", "predicted", "padded"]].equals(want[key + ["y", "predicted", "padded"]])
+    with pytest.raises(ValueError, match="no rows on GPU 'A100'"):
+        held_out(design, frame, "logo", n_jobs=1, gpu="A100")
+
+
+def test_reference_rows_alone_without_measurements(data_dir) -> None:
+    from estimator.data import MEASURED_DIR
+
+    assert len(load_target("train-mem", data_dir, measurements=None)) == 240
+    assert len(load_target("train-mem", data_dir, measurements=MEASURED_DIR / "H200.csv")) \
+        == 240 + 108

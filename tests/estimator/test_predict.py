@@ -139,3 +139,23 @@ def test_a_model_of_an_unseen_family_is_padded_beside_its_workspace_range(estima
                     e.predicted_mib * (1 + meta["pad_unseen_family"])
                     + meta["pad_unseen_family_mib"]) + 1
     assert margins  # the workspace margin decides for VGG's larger batches
+
+
+def test_a_seen_family_on_an_unseen_gpu_type_gets_its_workspace_range_too(estimator) -> None:
+    """Measured on an H200 (profiles/measured/H200.csv): VGG-16 training at batch 64 held
+    12,199 MiB, more than the plain unseen-GPU pad gives; the workspace pair covers it.
+    A seen GPU type keeps the plain pad."""
+    from estimator.padding import workspace_range
+
+    meta = estimator.metadata()["train-mem"]
+    features = estimator.table.job_features("vgg16", "train", 64)
+    workspace = workspace_range(features.sim_workspace_mb, features.sim_workspace_max_mb)
+    out = estimator.estimate(Job("vgg16", "train", 64), gpus=["H200", "V100-16GB"])
+    h200, v100 = out["H200"], out["V100-16GB"]
+    assert h200.family_seen and not h200.seen_in_training and v100.seen_in_training
+    plain = h200.predicted_mib * (1 + meta["pad_unseen_gpu"])
+    pair = (h200.predicted_mib * (1 + meta["pad_unseen_family_workspace"])
+            + meta["pad_unseen_family_workspace_mib"] + workspace)
+    assert h200.padded_mib == pytest.approx(max(plain, pair)) and pair > plain
+    assert plain < 12_199 <= h200.padded_mib
+    assert v100.padded_mib == pytest.approx(v100.predicted_mib * (1 + meta["pad_seen"]))

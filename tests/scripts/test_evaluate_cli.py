@@ -16,3 +16,28 @@ def test_impossible_options_are_refused(capsys, argv, words) -> None:
         evaluate.main(argv)
     assert exited.value.code == 2
     assert words in capsys.readouterr().err
+
+
+def test_service_mode_scores_the_committed_artefacts_against_profiled_rows(tmp_path,
+                                                                           capsys) -> None:
+    """An honest row is covered; a row far above any prediction is counted under-allocated
+    with how far; unusable files are one line, exit 1."""
+    import json
+
+    path = tmp_path / "measured.csv"
+    path.write_text("model,task,batch,gpu,peak_mib,seconds\n"
+                    "resnet50,train,32,H200,4295,60.0\n"
+                    "resnet50,train,64,H200,90000,30.0\n"
+                    "resnet50,inference,8,H200,1000,0.002\n")
+    assert evaluate.main(["--service", str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    train = report["train"]
+    assert (train["rows"], train["under_alloc"], train["gpu_seen"]) == (2, 1, False)
+    assert 90 < train["worst_under_pct"] < 100
+    assert report["inference"]["rows"] == 1 and report["inference"]["under_alloc"] == 0
+    for bad in ("model,task\nresnet50,train\n",
+                "model,task,batch,gpu,peak_mib,seconds\nresnet50,train,32,B300,1,1\n",
+                "model,task,batch,gpu,peak_mib,seconds\nnope,train,32,H200,1,1\n"):
+        path.write_text(bad)
+        assert evaluate.main(["--service", str(path)]) == 1
+        assert "error:" in capsys.readouterr().err

@@ -3,6 +3,7 @@ and nothing is written."""
 
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
@@ -54,3 +55,19 @@ def test_good_throughputs_are_fitted(tmp_path) -> None:
     out = tmp_path / "interference.json"
     assert fit_interference.main(["--data", str(tmp_path), "--out", str(out)]) == 0
     assert json.loads(out.read_text())["alpha"] == pytest.approx(10 / 6 - 1, abs=1e-4)
+
+
+def test_measured_collocation_is_compared_with_the_committed_alpha(tmp_path, capsys) -> None:
+    path = tmp_path / "collocation.csv"
+    path.write_text("gpu,k,speed\nH200,2,0.5\nH200,2,0.6\nH200,2,0.4\nH200,4,0.25\n")
+    report = fit_interference.compare(list(csv.DictReader(path.open())), alpha=0.5)
+    assert report["per_gpu"]["H200"]["2"] == {"jobs": 3, "median_speed": 0.5, "alpha": 1.0,
+                                              "committed_speed": 0.6667}
+    assert report["per_gpu"]["H200"]["4"]["alpha"] == 1.0
+    assert fit_interference.main(["--compare", str(path)]) == 0
+    assert '"committed_alpha"' in capsys.readouterr().out
+    for bad in ("gpu,k,speed\nH200,1,0.5\n", "gpu,k,speed\nH200,2,nan\n", "gpu,speed\nH200,1\n",
+                "gpu,k,speed\nH200,two,0.5\n"):
+        path.write_text(bad)
+        assert fit_interference.main(["--compare", str(path)]) == 1
+        assert "error:" in capsys.readouterr().err
