@@ -34,6 +34,8 @@ MEASUREMENTS_FILE = REPO_ROOT / "profiles" / "measurements.csv"
 #: Our ground truth on current GPUs (`scripts/gpu_ground_truth.sh`): evaluated against,
 #: not fitted on by default (see README, "Ground truth on an H200").
 MEASURED_DIR = REPO_ROOT / "profiles" / "measured"
+#: Where `schedtune profile --collocate` upserts its rows by default.
+COLLOCATION_FILE = REPO_ROOT / "profiles" / "collocation.csv"
 PAPER_DIR = "schedtune-ccgrid22"
 
 #: Targets: name -> (task, unit). Time targets come from reconstructed files.
@@ -170,7 +172,14 @@ def read_measurements(target: str, path: Path = MEASUREMENTS_FILE) -> pd.DataFra
     path = Path(path)
     if not path.exists():
         return pd.DataFrame()
+    if not path.is_file():
+        raise EstimatorError(f"{path} is not a file of profiled rows")
     df = _read_csv(path, ("model", "task", "batch", "gpu", "peak_mib", "seconds"))
+    keys = df[["model", "task", "batch", "gpu"]].astype(str)
+    if keys.duplicated().any():
+        row = keys[keys.duplicated()].iloc[0]
+        raise EstimatorError(f"{path}: ({', '.join(row)}) is measured twice; keep one row per "
+                             "(model, task, batch, gpu)")
     if unknown := sorted(set(df["gpu"].astype(str)) - set(CATALOGUE)):
         raise EstimatorError(f"{path}: GPU types the catalogue does not know: {unknown[:5]}")
     if bad := sorted(set(df["task"].astype(str)) - {task for task, _ in TARGETS.values()}):

@@ -300,19 +300,20 @@ def score_service(estimator, measured: pd.DataFrame) -> dict[str, dict[str, floa
     for task, rows in measured.groupby("task", sort=True):
         est = [estimator.estimate(Job(r.model, task, int(r.batch)), gpus=[r.gpu])[r.gpu]
                for r in rows.itertuples()]
-        y = rows["peak_mib"].to_numpy(float)
-        pred = np.array([e.predicted_mib for e in est])
-        padded = np.array([e.padded_mib for e in est])
+        scored = pd.DataFrame({
+            "y": rows["peak_mib"].to_numpy(float), "over_capacity": False,
+            "predicted": [e.predicted_mib for e in est], "padded": [e.padded_mib for e in est]})
+        memory = metrics(scored)
         # seconds per epoch (train) or per request (inference) on both sides
         time_ratio = np.array([e.predicted_s for e in est]) / rows["seconds"].to_numpy(float)
-        under = padded < y
+        under = scored["padded"] < scored["y"]
         out[str(task)] = {
             "rows": int(len(rows)),
-            "mem_avg_err_pct": float(100 * np.mean(np.abs(pred - y) / y)),
-            "mem_max_err_pct": float(100 * np.max(np.abs(pred - y) / y)),
+            "mem_avg_err_pct": memory["avg_err_pct"], "mem_max_err_pct": memory["max_err_pct"],
             "under_alloc": int(under.sum()),
-            "worst_under_pct": float(100 * np.max((y - padded) / y)) if under.any() else 0.0,
-            "over_alloc_pct": float(100 * np.mean((padded[~under] - y[~under]) / y[~under])),
+            "worst_under_pct": float(100 * ((scored["y"] - scored["padded"]) / scored["y"])
+                                     [under].max()) if under.any() else 0.0,
+            "over_alloc_pct": memory["over_alloc_pct"],
             "time_ratio_median": float(np.median(time_ratio)),
             "time_ratio_p10": float(np.quantile(time_ratio, 0.1)),
             "time_ratio_p90": float(np.quantile(time_ratio, 0.9)),

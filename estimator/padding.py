@@ -129,14 +129,9 @@ def padded_unseen_family(predicted_mib: Any, workspace_mib: Any, pad: float,
     own affine pad (see the module docstring). `pads`: an artefact's metadata. Arrays or
     floats."""
     predicted = np.asarray(predicted_mib, float)
-    out = np.maximum(predicted * (1.0 + pad),
-                     predicted * (1.0 + float(pads["pad_unseen_family"]))
-                     + float(pads.get("pad_unseen_family_mib", 0.0)))
-    if "pad_unseen_family_workspace" not in pads:
-        return out
-    return np.maximum(out, predicted * (1.0 + float(pads["pad_unseen_family_workspace"]))
-                      + float(pads.get("pad_unseen_family_workspace_mib", 0.0))
-                      + np.asarray(workspace_mib, float))
+    return np.maximum(padded_unseen_gpu(predicted, workspace_mib, pad, pads),
+                      predicted * (1.0 + float(pads["pad_unseen_family"]))
+                      + float(pads.get("pad_unseen_family_mib", 0.0)))
 
 
 def padded_unseen_gpu(predicted_mib: Any, workspace_mib: Any, pad: float,

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import copy
 import gc
+import logging
 import math
+import queue
 import shutil
 import subprocess
 import threading
@@ -31,6 +33,8 @@ from typing import Any
 from estimator.catalogue import CATALOGUE, CHARACTERISTICS, GpuType, characteristics, gpu_for_product
 from estimator.feature_table import check_job, upsert
 from estimator.zoo import get_spec
+
+log = logging.getLogger(__name__)
 
 SAMPLE_INTERVAL_MS = 100
 CIFAR10_TRAIN_IMAGES = 50_000
@@ -254,9 +258,13 @@ def profile(model: str, jobs: Iterable[tuple[str, int]], index: int = 0,
         check_job(task, batch)
         _release(device)
         with MemorySampler(index, smi) as sampler:
-            seconds, steps, timed = run_job(model, task, batch,
-                                            samples if task == "train" else requests,
-                                            device, timed_steps, built)
+            try:
+                seconds, steps, timed = run_job(model, task, batch,
+                                                samples if task == "train" else requests,
+                                                device, timed_steps, built)
+            except torch.cuda.OutOfMemoryError:
+                log.warning("%s %s b%d does not fit on %s: skipped", model, task, batch, gpu.name)
+                continue
             at_end = query_gpu(index, smi).memory_used_mib  # the cache holds the peak still
         yield Measurement(
             model=model, task=task, batch=batch, gpu=gpu.name,
@@ -368,12 +376,16 @@ def _rates(jobs: list[tuple[str, str, int]], device: str, window_s: float) -> li
         worker.start()
     try:
         start.wait(timeout=600)
-        rates = dict(results.get(timeout=600) for _ in jobs)
+        rates = dict(results.get(timeout=window_s + 120) for _ in jobs)
     except threading.BrokenBarrierError as exc:
         raise ProfileError(f"a collocated job failed before its window: {jobs}") from exc
+    except queue.Empty as exc:
+        raise ProfileError(f"a collocated job failed in its window: {jobs}") from exc
     finally:
         for worker in workers:
-            worker.join(timeout=60)
+            worker.join(timeout=10)
+            if worker.is_alive():
+                worker.terminate()  # never leave a job on the GPU
     return [rates[n] for n in range(len(jobs))]
 
 

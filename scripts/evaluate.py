@@ -64,7 +64,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--parts explains memory targets only, not {args.target}")
 
     if args.service is not None:
+        if args.gpu or args.parts or args.designs or argv_names(argv, "--protocol", "--target",
+                                                                 "--measurements"):
+            parser.error("--service scores the committed artefacts on its CSV's rows: it takes "
+                         "no --gpu, --parts, --designs, --protocol, --target or --measurements")
         return _score_service(args.service, args.json)
+    if args.parts and args.gpu:
+        parser.error("--parts explains every row; it takes no --gpu")
     started = time.perf_counter()
     try:
         frame = load_target(args.target, args.data, measurements=args.measurements)
@@ -103,6 +109,12 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(render(report))
     return 0
+
+
+def argv_names(argv: list[str] | None, *names: str) -> bool:
+    """Whether any of these options was given (argparse fills in their defaults)."""
+    given = sys.argv[1:] if argv is None else argv
+    return any(a == n or a.startswith(n + "=") for a in given for n in names)
 
 
 def _score_service(path: Path, as_json: bool) -> int:

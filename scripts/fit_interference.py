@@ -91,6 +91,8 @@ def compare(rows: list[dict[str, str]], alpha: float) -> dict:
         if not (2 <= k <= 64 and 0 < speed <= 10 and math.isfinite(speed)):
             raise ValueError(f"line {line}: k {k} / speed {speed} is not a collocated run")
         groups.setdefault((str(row.get("gpu", "?")), k), []).append(speed)
+    if not groups:
+        raise ValueError("no collocated runs in it")
     out: dict[str, dict[str, dict[str, float]]] = {}
     for (gpu, k), speeds in sorted(groups.items()):
         median = statistics.median(speeds)
@@ -121,6 +123,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="print measured collocation against the committed alpha")
     args = parser.parse_args(argv)
     if args.compare is not None:
+        if any(a in ("--out", "--data") or a.startswith(("--out=", "--data="))
+               for a in (sys.argv[1:] if argv is None else argv)):
+            parser.error("--compare writes nothing and reads no --data: it compares the CSV "
+                         f"with {OUT.name}")
         return _compare(args.compare)
     path = args.data / "gavel-osdi20" / "simulation_throughputs.json"
     if not path.is_file():

@@ -5,7 +5,7 @@
 #    then installs what is missing, from wheels carried in .gpu/wheels (no index is reached);
 # 2. profiles every registered model alone (train and inference, batch 8..64, peak memory by
 #    nvidia-smi and torch, context, time) into OUT_DIR/measurements.csv;
-# 3. runs a few groups of 2, 3 and 4 jobs at once into OUT_DIR/collocation.jsonl.
+# 3. runs a few groups of 2, 3 and 4 jobs at once into OUT_DIR/collocation.csv (and .jsonl).
 # SECONDS (default 480) bounds it: no model starts after 65 % of it, no group after 85 %;
 # what was measured by then is kept.
 set -uo pipefail
@@ -61,5 +61,6 @@ for group in "${groups[@]}"; do
         continue
     fi
     # shellcheck disable=SC2086
-    "$py" -m scripts.profile_gpu --collocate $group --window 3 --json | tee -a "$out/collocation.jsonl"
+    "$py" -m scripts.profile_gpu --collocate $group --window 3 --json \
+        --collocation-out "$out/collocation.csv" | tee -a "$out/collocation.jsonl"
 done

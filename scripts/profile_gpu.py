@@ -9,8 +9,8 @@ Peak memory is sampled with `nvidia-smi` above what the GPU used before the job'
 touched CUDA (the context counts, as in the paper's footnote 1), beside
 `torch.cuda.max_memory_reserved`. Training times one epoch of `--samples` random inputs
 (CIFAR-10's 50,000 images at 224x224 by default, as the paper resized them; no dataset is
-read), or `--steps` steps of it scaled to the epoch; inference times `--requests` (or
-`--steps`) forward passes of one batch. Each model runs in a process of its own; rows are
+read), or `--steps` steps of it scaled to the epoch; inference times `--requests` forward
+passes of one batch. Each model runs in a process of its own; rows are
 upserted per (model, task, batch, gpu) into profiles/measurements.csv with the GPU's
 characteristics, and `schedtune train` fits on them beside the reference data.
 
@@ -30,7 +30,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from estimator.data import MEASUREMENTS_FILE
+from estimator.data import COLLOCATION_FILE, MEASUREMENTS_FILE
 from estimator.errors import EstimatorError
 from estimator.feature_table import TASKS, check_job
 from estimator.profiling import (
@@ -38,8 +38,6 @@ from estimator.profiling import (
     record_collocation,
 )  # fmt: skip
 from estimator.zoo import MODEL_NAMES, PAPER_MODELS, get_spec
-
-COLLOCATION_FILE = MEASUREMENTS_FILE.with_name("collocation.csv")
 
 
 def _arguments() -> argparse.ArgumentParser:
@@ -72,7 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = _arguments()
     args = parser.parse_args(argv)
     if args.collocate:
+        if args.models or args.all_models or args.all_paper_models:
+            parser.error("--collocate names its jobs as MODEL:TASK:BATCH; no other models")
         return _collocate(parser, args)
+    if sum(map(bool, (args.models, args.all_models, args.all_paper_models))) > 1:
+        parser.error("name models, or --all-paper-models, or --all-models: one of them")
+    if args.steps is not None and "train" not in args.task:
+        parser.error("--steps times training steps; inference times --requests")
     models = (list(MODEL_NAMES) if args.all_models else
               list(PAPER_MODELS) if args.all_paper_models else args.models)
     if not models:

@@ -10,6 +10,9 @@ from scripts import evaluate
 @pytest.mark.parametrize("argv, words", [
     (["--jobs", "0"], "expected a positive integer, got '0'"),
     (["--parts", "--target", "train-time"], "memory targets only"),
+    (["--parts", "--gpu", "H200"], "takes no --gpu"),
+    (["--service", "x.csv", "--gpu", "H200"], "takes no --gpu"),
+    (["--service", "x.csv", "--target", "infer-time"], "takes no --gpu"),
 ])
 def test_impossible_options_are_refused(capsys, argv, words) -> None:
     with pytest.raises(SystemExit) as exited:
@@ -37,7 +40,11 @@ def test_service_mode_scores_the_committed_artefacts_against_profiled_rows(tmp_p
     assert report["inference"]["rows"] == 1 and report["inference"]["under_alloc"] == 0
     for bad in ("model,task\nresnet50,train\n",
                 "model,task,batch,gpu,peak_mib,seconds\nresnet50,train,32,B300,1,1\n",
-                "model,task,batch,gpu,peak_mib,seconds\nnope,train,32,H200,1,1\n"):
+                "model,task,batch,gpu,peak_mib,seconds\nnope,train,32,H200,1,1\n",
+                "model,task,batch,gpu,peak_mib,seconds\nresnet50,train,32,H200,1,1\n"
+                "resnet50,train,32,H200,2,1\n"):
         path.write_text(bad)
         assert evaluate.main(["--service", str(path)]) == 1
         assert "error:" in capsys.readouterr().err
+    assert evaluate.main(["--service", str(tmp_path)]) == 1  # a directory
+    assert "is not a file" in capsys.readouterr().err

@@ -67,7 +67,10 @@ def test_measured_collocation_is_compared_with_the_committed_alpha(tmp_path, cap
     assert fit_interference.main(["--compare", str(path)]) == 0
     assert '"committed_alpha"' in capsys.readouterr().out
     for bad in ("gpu,k,speed\nH200,1,0.5\n", "gpu,k,speed\nH200,2,nan\n", "gpu,speed\nH200,1\n",
-                "gpu,k,speed\nH200,two,0.5\n"):
+                "gpu,k,speed\nH200,two,0.5\n", "gpu,k,speed\n"):
         path.write_text(bad)
         assert fit_interference.main(["--compare", str(path)]) == 1
         assert "error:" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        fit_interference.main(["--compare", str(path), "--out", str(tmp_path / "x.json")])
+    assert "writes nothing" in capsys.readouterr().err

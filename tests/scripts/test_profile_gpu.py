@@ -97,7 +97,7 @@ def test_profile_measures_each_job_from_the_memory_before_cuda(stand_in_smi, mon
     assert "context_mib" in out.read_text().splitlines()[0]
 
 
-def test_collocated_windows_overlap_and_report_speed_against_alone() -> None:
+def test_collocated_jobs_report_their_speed_against_their_rate_alone() -> None:
     rows = profile_gpu.collocate([("squeezenet1_1", "inference", 1)] * 2, "cpu", window_s=0.5)
     assert [r.k for r in rows] == [2, 2]
     assert rows[0].alone_steps_per_s == rows[1].alone_steps_per_s > 0  # measured once
@@ -136,7 +136,9 @@ def test_cli_without_cuda_says_so_and_refuses_bad_jobs(capsys) -> None:
     for bad in (["resnet18", "--batch", "0"], ["--collocate", "resnet18:train"],
                 ["--collocate", "resnet18:fly:8"], ["--collocate", "resnet18:train:8",
                                                     "--window", "0"],
-                ["resnet18", "--steps", "0"], ["resnet18", "--deadline-s", "nan"], []):
+                ["resnet18", "--steps", "0"], ["resnet18", "--deadline-s", "nan"], [],
+                ["--collocate", "resnet18:train:8", "vgg16"], ["vgg16", "--all-models"],
+                ["vgg16", "--task", "inference", "--steps", "3"]):
         with pytest.raises(SystemExit):
             profile_cli.main(bad)
         assert "error:" in capsys.readouterr().err
