@@ -24,7 +24,7 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -223,6 +223,14 @@ def _synchronize(device: str) -> None:
         torch.cuda.synchronize(device)
 
 
+def _require_cuda() -> None:
+    import torch  # noqa: PLC0415
+
+    if not torch.cuda.is_available():
+        raise ProfileError("torch sees no CUDA device (this is the CPU build of torch, or no "
+                           "driver); install a CUDA build of torch on the GPU machine")
+
+
 def _release(device: str) -> None:
     """Return every cached block of the jobs before to the driver."""
     import torch  # noqa: PLC0415
@@ -246,9 +254,7 @@ def profile(model: str, jobs: Iterable[tuple[str, int]], index: int = 0,
     import torch  # noqa: PLC0415
 
     before = query_gpu(index, smi)  # before the context exists
-    if not torch.cuda.is_available():
-        raise ProfileError("torch sees no CUDA device (this is the CPU build of torch, or no "
-                           "driver); install a CUDA build of torch on the GPU machine")
+    _require_cuda()
     gpu, device = catalogue_gpu(before.name), device or f"cuda:{index}"
     torch.cuda.init()
     torch.zeros(1, device=device)
@@ -291,7 +297,7 @@ def _gpu_columns(gpu: GpuType) -> dict[str, float]:
 
 
 def steps_per_second(model: str, task: str, batch: int, device: str,
-                     wait_for_start: Any, seconds: float) -> float:
+                     wait_for_start: Callable[[], object], seconds: float) -> float:
     """Steps per second of one job over a window that starts when `wait_for_start()`
     returns (after the job's warm-up): the rate a collocated job is compared by."""
     job = _place(model, task, batch, device)
@@ -340,11 +346,8 @@ def collocate(jobs: list[tuple[str, str, int]], device: str = "cuda:0",
               window_s: float = 4.0) -> list[Collocated]:
     """Each distinct job's rate alone, then every job's rate while all run at once (one
     process each, windows started together after every job's warm-up)."""
-    import torch  # noqa: PLC0415
-
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ProfileError("torch sees no CUDA device (this is the CPU build of torch, or no "
-                           "driver); install a CUDA build of torch on the GPU machine")
+    if device.startswith("cuda"):
+        _require_cuda()
     alone = {job: _rates([job], device, window_s)[0] for job in dict.fromkeys(jobs)}
     together = _rates(jobs, device, window_s)
     return [Collocated(*job, len(jobs), alone[job], rate)

@@ -117,17 +117,17 @@ def _compare(path: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA_DIR)
-    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--data", type=Path, help="default ../shared/data")
+    parser.add_argument("--out", type=Path, help=f"default profiles/{OUT.name}")
     parser.add_argument("--compare", type=Path, metavar="CSV",
                         help="print measured collocation against the committed alpha")
     args = parser.parse_args(argv)
     if args.compare is not None:
-        if any(a in ("--out", "--data") or a.startswith(("--out=", "--data="))
-               for a in (sys.argv[1:] if argv is None else argv)):
+        if args.data is not None or args.out is not None:
             parser.error("--compare writes nothing and reads no --data: it compares the CSV "
                          f"with {OUT.name}")
         return _compare(args.compare)
+    args.data, args.out = args.data or DEFAULT_DATA_DIR, args.out or OUT
     path = args.data / "gavel-osdi20" / "simulation_throughputs.json"
     if not path.is_file():
         print(f"error: {path} is missing; pass --data DIR holding gavel-osdi20/", file=sys.stderr)
