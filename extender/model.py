@@ -6,6 +6,8 @@ instants.
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -266,6 +268,11 @@ class Waiter(NamedTuple):
     needs: Mapping[str, tuple[float, float]]
     pod: str = ""
     gpus: int = 1
+
+    @property
+    def shortest_s(self) -> float:
+        """Its predicted seconds on the GPU type that runs it fastest (inf: no type)."""
+        return min((seconds for _, seconds in self.needs.values()), default=math.inf)
 
 
 def job_type(model: str, task: str, batch: int, gpu_type: str) -> str:

@@ -34,6 +34,7 @@ from extender.core.annotations import AnnotationError, parse_demand
 from extender.core.gpu_table import distinct_layouts
 from extender.core.interference import alphas_for
 from extender.core.job import Assessment, NotOurs, PodJob, Refused
+from extender.core.room import SHORT_HOLDS
 from extender.errors import Conflict
 from extender.model import (
     FilterRecord, Need, NodeGpus, PodDemand, PodInfo, Reservation,
@@ -186,10 +187,11 @@ class Scheduler:
             demand = parse_demand(pod)
             if demand is None:
                 return NotOurs()
-            # Its own entry (when it waits) and the oldest few: all that holds read, enough
-            # of them live still when prioritize reuses this read.
+            # Its own entry (when it waits), the oldest few and the shortest few: all that
+            # holds read, enough of them live still when prioritize reuses this read.
             waiters = WaitersRead(pod.uid, self.settings.hold_for + 1,
-                                  self.settings.prioritize_reuse_s)
+                                  self.settings.prioritize_reuse_s,
+                                  SHORT_HOLDS if self.settings.short_first else 0)
             snapshot = self.store.snapshot(nodes, self.clock(), sync=sync, waiters=waiters)
             layouts = distinct_layouts(snapshot.nodes)
             needs = self._needs(demand, layouts, snapshot.floors)

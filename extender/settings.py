@@ -40,6 +40,12 @@ Environment variables (the manifests in k8s/ use exactly these names):
                                    the guard stops starvation without becoming the queue
                                    discipline of a busy cluster; like Slurm's
                                    bf_min_age_reserve)
+    EXTENDER_SHORT_FIRST           a waiting pod predicted to run this many times less
+                                   than the pod being placed gets the GPU where it fits
+                                   soonest held at once, whatever its age (shortest job
+                                   first; default 4, 0 disables, as EXTENDER_HOLD_FOR=0
+                                   does; a pod that has waited EXTENDER_HOLD_AFTER_S no
+                                   longer yields)
     EXTENDER_WAIT_TTL_S            a waiting pod not filtered again for this long stops
                                    holding (default 600; kube-scheduler retries refused
                                    pods at least every 5 minutes)
@@ -124,6 +130,7 @@ class Settings:
     scoring: str = DEFAULT_POLICY
     hold_for: int = 1
     hold_after_s: float = 900.0
+    short_first: float = 4.0
     wait_ttl_s: float = 600.0
     decision_repeat_s: int = 600
     prioritize_reuse_s: float = 1.0
@@ -184,6 +191,7 @@ class Settings:
             scoring=_choice(env, "EXTENDER_SCORING", DEFAULT_POLICY, tuple(POLICIES)),
             hold_for=_number(env, "EXTENDER_HOLD_FOR", 1, int, 0, 64),
             hold_after_s=_number(env, "EXTENDER_HOLD_AFTER_S", 900.0, float, 0, 7 * 86400),
+            short_first=_number(env, "EXTENDER_SHORT_FIRST", 4.0, float, 0, 1000),
             wait_ttl_s=_number(env, "EXTENDER_WAIT_TTL_S", 600.0, float, 10, 86400),
             decision_repeat_s=_number(env, "EXTENDER_DECISION_REPEAT_S", 600, int, 1, 86400),
             prioritize_reuse_s=_number(env, "EXTENDER_PRIORITIZE_REUSE_S", 1.0, float, 0, 60),
@@ -207,6 +215,9 @@ class Settings:
             reconcile_s=_number(env, "EXTENDER_RECONCILE_S", 300.0, float, 5, 86400),
             monitor_port=_number(env, "EXTENDER_MONITOR_PORT", 9100, int, 1, 65535),
         )  # fmt: skip
+        if 0 < settings.short_first < 1:
+            raise SettingsError(f"EXTENDER_SHORT_FIRST={env['EXTENDER_SHORT_FIRST']!r}: 0 (off) "
+                                "or how many times shorter a waiter must be, at least 1")
         if bool(settings.tls_cert_file) != bool(settings.tls_key_file):
             raise SettingsError("EXTENDER_TLS_CERT_FILE and EXTENDER_TLS_KEY_FILE go together")
         if settings.tls_client_ca_file and not settings.tls_cert_file:

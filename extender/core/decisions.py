@@ -56,11 +56,12 @@ def waiting(waiter: Waiter) -> Decision:
 
 
 def held(uid: str, pod: str, node: str, gpu_index: int, gpus: NodeGpus | None,
-         padded_mib: float) -> Decision:
+         padded_mib: float, shorter: bool = False) -> Decision:
     label = (gpus.gpu_type or gpus.product) if gpus is not None else "GPU"
     return Decision("held", uid, pod, (
         f"GPU {gpu_index} ({label}) of {node} is held for this pod: {padded_mib:.0f} MiB "
-        "kept from newer pods until it fits"), node, once_key=f"held:{uid}:{node}:{gpu_index}")
+        f"kept from {'longer' if shorter else 'newer'} pods until it fits"), node,
+        once_key=f"held:{uid}:{node}:{gpu_index}")
 
 
 def holds_told(holds: Holds, waiting_pods: tuple[Waiter, ...],
@@ -68,7 +69,7 @@ def holds_told(holds: Holds, waiting_pods: tuple[Waiter, ...],
     """One `held` decision per GPU held for a waiter."""
     pods = {w.uid: w.pod for w in waiting_pods}
     return tuple(held(hold.uid, pods.get(hold.uid, ""), node, index, layouts.get(node),
-                      hold.padded_mib) for (node, index), hold in holds.items())
+                      hold.padded_mib, hold.shorter) for (node, index), hold in holds.items())
 
 
 def released(job: JobRecord, outcome: str) -> Decision:

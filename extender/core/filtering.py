@@ -2,7 +2,7 @@
 
 A node passes when enough of its GPUs (the pod's `Need.gpus`, one by default)
 have room for the padded estimate of the job on that GPU type, below its
-collocation limit and beside the room held for older waiting pods
+collocation limit and beside the room held for older (or much shorter) waiting pods
 (`extender.core.room`). The verdict names the best-fit GPU, or says why not in
 words `kubectl describe` users read (`extender.core.per_node` holds them). A pod
 that fits nowhere (and could fit somewhere once jobs end) becomes a waiter.
@@ -37,7 +37,7 @@ class FilterDecision:
     """Filter's whole answer: a verdict per node, and what to write. `record`: what bind
     will need (annotated pods only); `waiter`: the pod fits nowhere now, record it as
     waiting (or refresh it); `told`: decisions for the pods' owners (this pod waits, a
-    GPU is held for an older waiting pod)."""
+    GPU is held for another waiting pod)."""
 
     verdicts: Mapping[str, Verdict]  # a `NodeVerdicts` over many nodes
     record: FilterRecord | None = None
@@ -58,7 +58,8 @@ def decide_filter(assessment: Assessment, nodes: Mapping[str, NodeGpus | None],
     snapshot, needs, pod = assessment.snapshot, assessment.needs, assessment.demand
     limits = settings.collocation
     holds = held_gpus(snapshot, limits, alphas_for(snapshot, settings), pod.uid,
-                      settings.hold_for, settings.hold_after_s)
+                      settings.hold_for, settings.hold_after_s, settings.short_first,
+                      min((n.predicted_s for n in needs.values()), default=0.0))
     verdicts, passing = _verdicts(snapshot.nodes, needs, limits, holds)
     held_nodes = sorted({node for node, _ in holds}, key=list(snapshot.nodes).index) \
         if holds else []
@@ -148,7 +149,7 @@ def _objects(values: list[Any]) -> np.ndarray:
 
 def _held_verdicts(table: GpuTable, fit: Fit, holds: Holds,
                    failing: np.ndarray) -> dict[int, Verdict]:
-    """Failing nodes that would pass but for a GPU held for an older waiting pod."""
+    """Failing nodes that would pass but for a GPU held for another waiting pod."""
     by_node: dict[int, list[tuple[int, int]]] = {}
     for node, index in holds:
         position = table.positions.get(node)
@@ -164,9 +165,8 @@ def _held_verdicts(table: GpuTable, fit: Fit, holds: Holds,
         held = [g for g in state.gpu_states if (name, g.index) in holds
                 and has_room(g, need, limit, None)]  # fmt: skip
         if held and int(fit.room_count[position]) + len(held) >= need.gpus:
-            hold = holds[name, held[0].index]
             verdicts[position] = Verdict(False, per_node.held_reason(
-                held[0].index, gpus.gpu_type or gpus.product, hold.uid, hold.padded_mib))
+                held[0].index, gpus.gpu_type or gpus.product, holds[name, held[0].index]))
     return verdicts
 
 

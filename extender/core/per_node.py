@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from extender.core.room import NO_HOLDS, Holds, has_room, usable_gpus
+from extender.core.room import NO_HOLDS, Hold, Holds, has_room, usable_gpus
 from extender.model import Limits, Need, NodeGpus, NodeState, Verdict, type_of
 from extender.policies.base import Placement, ScoringPolicy
 
@@ -40,9 +40,10 @@ def layout_verdict(gpus: NodeGpus | None, need: Need | None) -> Verdict | None:
     return None
 
 
-def held_reason(gpu_index: int, label: str, uid: str, padded_mib: float) -> str:
-    return (f"GPU {gpu_index} ({label}) is held for an older waiting pod ({uid}, "
-            f"{padded_mib:.0f} MiB); the job does not fit beside it")
+def held_reason(gpu_index: int, label: str, hold: Hold) -> str:
+    whom = "a shorter" if hold.shorter else "an older"
+    return (f"GPU {gpu_index} ({label}) is held for {whom} waiting pod ({hold.uid}, "
+            f"{hold.padded_mib:.0f} MiB); the job does not fit beside it")
 
 
 def short_reason(need: Need, gpus: NodeGpus, limit: int, with_room: int,
@@ -74,9 +75,8 @@ def node_verdict(node: NodeState, needs: Mapping[str, Need], limits: Limits,
     held = [g for g in node.gpu_states if (node.name, g.index) in holds
             and has_room(g, need, limit, None)]  # fmt: skip
     if held and len(fitting) + len(held) >= need.gpus:
-        hold = holds[node.name, held[0].index]
-        return Verdict(False, held_reason(held[0].index, gpus.gpu_type or gpus.product, hold.uid,
-                                          hold.padded_mib))
+        return Verdict(False, held_reason(held[0].index, gpus.gpu_type or gpus.product,
+                                          holds[node.name, held[0].index]))
     below = [g for g in node.gpu_states if len(g.jobs) < limit]
     roomiest = max(below, key=lambda g: g.free_mib) if below else None
     return Verdict(False, short_reason(need, gpus, limit, len(fitting), None if roomiest is None

@@ -40,7 +40,8 @@ def decide_scores(assessment: Assessment, nodes: Iterable[str],
     snapshot = assessment.snapshot
     alphas = alphas_for(snapshot, settings)
     holds = held_gpus(snapshot, settings.collocation, alphas, assessment.demand.uid,
-                      settings.hold_for, settings.hold_after_s)
+                      settings.hold_for, settings.hold_after_s, settings.short_first,
+                      min((n.predicted_s for n in assessment.needs.values()), default=0.0))
     return score_nodes(snapshot, assessment.needs, settings.collocation, settings.policy, holds,
                        alphas)
 

@@ -6,6 +6,13 @@ is held for it. Other jobs go there only if both fit, or if they are gone
 before it would fit anyway (within `BACKFILL_SLACK`), so a stream of small
 jobs cannot keep a large one out forever: EASY backfilling's reservation
 (and Slurm's ``bf_min_age_reserve``), with GPU memory as the resource.
+
+Shortest job first (`shorter_by`, off at 0): a waiter predicted to run `shorter_by`
+times less than the job being placed is held for in the same way at once, whatever
+its age, so a long job does not take the last slot or memory a short one waits for
+(swapping the two costs the long job the short one's run and saves the short one the
+long one's: Hawk's and Eagle's short-job partitions, per GPU). A job that has itself
+waited `hold_after_s` no longer yields to shorter ones.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from extender.policies.timeline import wait_until_fits_s
 from extender.policies.timeline_arrays import remaining_s, waits_until_fit_s
 
 BACKFILL_SLACK = 1.1  # a backfilled job may push the waiter's expected fit back 10 %
+SHORT_HOLDS = 8  # shorter waiters held for at once (each its own GPU); snapshots read as many
 
 
 @dataclass(frozen=True)
@@ -38,6 +46,7 @@ class Hold:
     now: float = 0.0
     alpha: float = 0.0
     limit: int = 0
+    shorter: bool = False  # held because the waiter is much shorter, not because it is old
 
 
 Holds = Mapping[tuple[str, int], Hold]  # (node, gpu index) -> the hold on it
@@ -75,16 +84,22 @@ def usable_gpus(node: NodeState, need: Need, limit: int,
 
 
 def held_gpus(snapshot: ClusterSnapshot, limits: Limits, alphas: Alphas, uid: str,
-              max_holds: int, after_s: float = 0.0) -> dict[tuple[str, int], Hold]:
+              max_holds: int, after_s: float = 0.0, shorter_by: float = 0.0,
+              own_s: float = 0.0) -> dict[tuple[str, int], Hold]:
     """GPUs held for the waiters older than pod `uid` that have waited `after_s` or more,
     oldest first: the GPU among the snapshot's nodes where the waiter fits soonest (then
     runs fastest; the first such GPU in node order), or for a waiter on k GPUs of one
     node, the k GPUs of the node where the k-th of them fits soonest. Each GPU is played
-    forward at its type's alpha."""
+    forward at its type's alpha. With `shorter_by`, then likewise for the waiters that
+    much shorter than the pod (`own_s`: its shortest predicted seconds; module doc)."""
     holds: dict[tuple[str, int], Hold] = {}
     if not max_holds:
         return holds
-    due = [w for w in _ahead_of(snapshot.waiting, uid) if snapshot.now - w.since >= after_s]
+    due = [w for w in _ahead_of(snapshot.waiting, uid)
+           if snapshot.now - w.since >= after_s][:max_holds]
+    aged = len(due)
+    if shorter_by:
+        due += _shorter_waiters(snapshot, uid, due, shorter_by, own_s, after_s)
     if not due:
         return holds
     table = GpuTable.from_states(snapshot.nodes)
@@ -95,7 +110,7 @@ def held_gpus(snapshot: ClusterSnapshot, limits: Limits, alphas: Alphas, uid: st
     mib_held = table.jobs_matrix(rows, width, table.jobs.mib)
     taken = np.zeros(len(rows), dtype=bool)
     alpha = np.broadcast_to(alphas.rows(table), len(rows))
-    for waiter in due[:max_holds]:
+    for n, waiter in enumerate(due):
         mib = np.full(len(table.layouts), np.nan)
         seconds = np.full(len(table.layouts), np.nan)
         limit = np.zeros(len(table.layouts), dtype=np.int64)
@@ -127,7 +142,7 @@ def held_gpus(snapshot: ClusterSnapshot, limits: Limits, alphas: Alphas, uid: st
             holds[node, int(table.gpu_index[row])] = Hold(waiter.uid, float(row_mib[row]),
                                                            float(soonest), snapshot.now,
                                                            float(alpha[row]),
-                                                           int(row_limit[row]))
+                                                           int(row_limit[row]), n >= aged)
     return holds
 
 
@@ -162,3 +177,17 @@ def _ahead_of(waiting: tuple[Waiter, ...], uid: str) -> list[Waiter]:
     """Waiters served before `uid`: all others, or only the older ones if it waits too."""
     own = next((w.since for w in waiting if w.uid == uid), math.inf)
     return [w for w in waiting if w.uid != uid and w.since <= own]
+
+
+def _shorter_waiters(snapshot: ClusterSnapshot, uid: str, due: list[Waiter], shorter_by: float,
+                     own_s: float, after_s: float) -> list[Waiter]:
+    """Among the `SHORT_HOLDS` shortest waiters (the ones a request reads), shortest first,
+    those predicted to run at least `shorter_by` times less than pod `uid` (`own_s`) and
+    not already `due`; none once the pod has waited `after_s` itself."""
+    own_since = next((w.since for w in snapshot.waiting if w.uid == uid), math.inf)
+    if snapshot.now - own_since >= after_s:
+        return []
+    held = {w.uid for w in due}
+    shortest = sorted(snapshot.waiting, key=lambda w: (w.shortest_s, w.uid))[:SHORT_HOLDS]
+    return [w for w in shortest if w.uid != uid and w.uid not in held
+            and w.shortest_s * shorter_by <= own_s]

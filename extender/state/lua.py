@@ -35,11 +35,12 @@ local function drop(uid)
   redis.call('ZREM', 'st:jobs', uid)
   redis.call('DEL', 'st:job:' .. uid)
 end
--- A pod no longer waits: its entry, its place in the waiting order and its expiry go.
+-- A pod no longer waits: its entry, its places in the waiting orders and its expiry go.
 local function unwait(uid)
   redis.call('HDEL', 'st:waiting', uid)
   redis.call('ZREM', 'st:waiting:order', uid)
   redis.call('ZREM', 'st:waiting:expiry', uid)
+  redis.call('ZREM', 'st:waiting:short', uid)
 end
 -- Waiters expired by `now` go (at most 256 a call: found by their expiry, never a scan).
 local function drop_expired_waiters(now)
@@ -131,12 +132,30 @@ return {'reserved', chosen[1], table.concat(indices, ',')}
 
 CHANGES = """
 -- ARGV: the rev the mirror has, now, a pod UID ('' : none), how many of the oldest waiters
--- (-1: every one), until when they must be live. Waiters: that pod's own entry, then the
--- oldest live ones in order until `want` of them live until then (an entry may come
--- twice); the waiting order is walked, never the whole hash.
+-- (-1: every one), until when they must be live, how many of the shortest. Waiters: that
+-- pod's own entry, then the oldest live ones in order until `want` of them live until
+-- then, then the shortest likewise (an entry may come twice); the waiting orders are
+-- walked, never the whole hash.
 local since, now, want = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
 local live_until = tonumber(ARGV[5])
 local waiting
+local function first_live(order, count)
+  local start, found = 0, 0
+  while found < count do
+    local uids = redis.call('ZRANGE', order, start, start + count + 15)
+    if #uids == 0 then break end
+    for _, uid in ipairs(uids) do
+      local exp = tonumber(redis.call('ZSCORE', 'st:waiting:expiry', uid))
+      local entry = redis.call('HGET', 'st:waiting', uid)
+      if entry and exp and exp > now then
+        waiting[#waiting + 1] = entry
+        if exp > live_until then found = found + 1 end
+        if found >= count then break end
+      end
+    end
+    start = start + #uids
+  end
+end
 if want < 0 then
   waiting = redis.call('HVALS', 'st:waiting')
 else
@@ -145,21 +164,8 @@ else
     local own = redis.call('HGET', 'st:waiting', ARGV[3])
     if own then waiting[1] = own end
   end
-  local start, found = 0, 0
-  while found < want do
-    local uids = redis.call('ZRANGE', 'st:waiting:order', start, start + want + 15)
-    if #uids == 0 then break end
-    for _, uid in ipairs(uids) do
-      local exp = tonumber(redis.call('ZSCORE', 'st:waiting:expiry', uid))
-      local entry = redis.call('HGET', 'st:waiting', uid)
-      if entry and exp and exp > now then
-        waiting[#waiting + 1] = entry
-        if exp > live_until then found = found + 1 end
-        if found >= want then break end
-      end
-    end
-    start = start + #uids
-  end
+  first_live('st:waiting:order', want)
+  first_live('st:waiting:short', tonumber(ARGV[6]) or 0)
 end
 local out = {redis.call('GET', 'st:epoch') or '', redis.call('GET', 'st:rev') or '0',
              redis.call('GET', KEYS[1]) or '0', waiting,
@@ -181,12 +187,13 @@ return out
 """
 
 WAIT = LIVE + """
--- ARGV: the pod's UID, now, its entry (JSON), since, expires at. Waiters expired by now go
--- first (found by their expiry: the work is what expired, never every waiter). Then a few
--- more entries of the hash are looked at, from where the last call stopped: an unreadable
--- or expired one goes (readable as `records.live_waiters` reads it: needs, a finite since,
--- 1..64 GPUs), a live one missing from the order (written before there was one) joins it,
--- so the whole hash is swept a few entries per call.
+-- ARGV: the pod's UID, now, its entry (JSON), since, expires at, its shortest predicted
+-- seconds. Waiters expired by now go first (found by their expiry: the work is what
+-- expired, never every waiter). Then a few more entries of the hash are looked at, from
+-- where the last call stopped: an unreadable or expired one goes (readable as
+-- `records.live_waiters` reads it: needs, a finite since, 1..64 GPUs), a live one missing
+-- from the orders (written before there were they) joins them, so the whole hash is swept
+-- a few entries per call.
 local now = tonumber(ARGV[2])
 drop_expired_waiters(ARGV[2])
 local scan = redis.call('HSCAN', 'st:waiting', redis.call('GET', 'st:waiting:sweep') or '0',
@@ -203,14 +210,21 @@ for i = 1, #scan[2], 2 do
       or expires ~= expires or expires <= now or not gpus or gpus < 1 or gpus > 64
       or gpus % 1 ~= 0 then
     unwait(uid)
-  elseif not redis.call('ZSCORE', 'st:waiting:order', uid) then
+  elseif not redis.call('ZSCORE', 'st:waiting:short', uid) then
+    local shortest = math.huge
+    for _, need in pairs(entry.needs) do
+      local seconds = type(need) == 'table' and tonumber(need[2])
+      if seconds and seconds < shortest then shortest = seconds end
+    end
     redis.call('ZADD', 'st:waiting:order', string.format('%.17g', since), uid)
     redis.call('ZADD', 'st:waiting:expiry', string.format('%.17g', expires), uid)
+    redis.call('ZADD', 'st:waiting:short', string.format('%.17g', shortest), uid)
   end
 end
 redis.call('HSET', 'st:waiting', ARGV[1], ARGV[3])
 redis.call('ZADD', 'st:waiting:order', ARGV[4], ARGV[1])
 redis.call('ZADD', 'st:waiting:expiry', ARGV[5], ARGV[1])
+redis.call('ZADD', 'st:waiting:short', ARGV[6], ARGV[1])
 return 1
 """
 

@@ -35,6 +35,8 @@ Key layout (human readable; every key is built by the helpers below):
                                     oldest are read without the whole hash
     st:waiting:expiry       zset    the waiting pods' UIDs scored by expires_at: expired
                                     waiters are dropped without the whole hash
+    st:waiting:short        zset    the waiting pods' UIDs scored by their shortest
+                                    predicted seconds: the shortest are read likewise
     st:waiting:sweep        string  where the next waiter's write goes on sweeping the hash
     st:decisions            stream  decisions told to pods' owners (Events the monitor posts)
                                     and operators (the status page): kind, at, uid, pod,
@@ -129,13 +131,15 @@ def job_key(uid: str) -> str:
 
 
 class WaitersRead(NamedTuple):
-    """Which waiters a snapshot reads: pod `pod_uid`'s own entry ('': none) and the
-    `oldest` live ones (None: every live waiter), `oldest` of them still live
-    `live_for_s` from now (a snapshot reused that much later still holds them)."""
+    """Which waiters a snapshot reads: pod `pod_uid`'s own entry ('': none), the `oldest`
+    live ones (None: every live waiter) and the `shortest` (predicted to run the least
+    time), as many of each still live `live_for_s` from now (a snapshot reused that much
+    later still holds them)."""
 
     pod_uid: str = ""
     oldest: int | None = None
     live_for_s: float = 0.0
+    shortest: int = 0
 
 
 EVERY_WAITER = WaitersRead()
@@ -223,7 +227,7 @@ class RedisStore:
         read in the same call."""
         mirror = self._mirror
         read = [now, waiters.pod_uid, -1 if waiters.oldest is None else waiters.oldest,
-                now + waiters.live_for_s]
+                now + waiters.live_for_s, waiters.shortest]
         epoch, rev, nodes_rev, waiting, floors, alphas, *changed = self._call(
             self._changes, keys=[NODES_REV_KEY], args=[mirror.rev, *read])
         if epoch != mirror.epoch or int(rev) < mirror.rev:
@@ -467,7 +471,7 @@ class RedisStore:
                      "expires_at": expires_at, "needs": waiter.needs, "gpus": waiter.gpus}
             self._wait(keys=[WAITING_KEY], client=pipe, args=[
                 waiter.uid, now, orjson.dumps(entry), repr(float(waiter.since)),
-                repr(float(expires_at))])
+                repr(float(expires_at)), repr(waiter.shortest_s)])
         self._tell_all(pipe, decisions, now, repeat_s)
         self._call(pipe.execute)
 

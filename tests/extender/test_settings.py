@@ -40,6 +40,8 @@ def test_client_certificates_need_https() -> None:
     ({"EXTENDER_COLLOCATION_LIMITS": "=3"}, "expected TYPE=N"),
     ({"EXTENDER_COLLOCATION_LIMITS": "T4=100000000000000000000000"}, "N in 1..1024"),
     ({"EXTENDER_COLLOCATION_LIMITS": "K8O=2"}, "'K8O' is no GPU type of the catalogue"),
+    ({"EXTENDER_SHORT_FIRST": "0.5"}, "EXTENDER_SHORT_FIRST='0.5': 0 (off) or how many"),
+    ({"EXTENDER_SHORT_FIRST": "-1"}, "EXTENDER_SHORT_FIRST='-1': expected a number in 0..1000"),
 ])
 def test_values_no_process_could_use_are_refused_naming_the_variable(env, needle) -> None:
     with pytest.raises(SettingsError) as exc:

@@ -163,15 +163,18 @@ def _waiters_world(store, clock, rng, count: int) -> list[str]:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("short_first", [0.0, 4.0])
 def test_a_request_reads_its_own_entry_and_the_oldest_waiters_and_decides_as_with_all(
-        store, clock, seed) -> None:
-    """Holds read only the oldest waiters and the pod's own `since`: filter and prioritize
-    decide the same on the few a request reads as on every waiter."""
+        store, clock, seed, short_first) -> None:
+    """Holds read only the oldest waiters, the shortest (with `short_first`) and the pod's
+    own `since`: filter and prioritize decide the same on the few a request reads as on
+    every waiter."""
     import random
 
     from extender.core.filtering import decide_filter
     from extender.core.job import PodJob
     from extender.core.prioritizing import decide_scores
+    from extender.core.room import SHORT_HOLDS
     from extender.model import Limits, Need, PodDemand
     from extender.settings import Settings
     from extender.state.store import WaitersRead
@@ -182,15 +185,18 @@ def test_a_request_reads_its_own_entry_and_the_oldest_waiters_and_decides_as_wit
     assert 20 < len(every.waiting) < 120  # some expired
     nodes = {f"node-{i}": None for i in range(40)}
     needs = {"RTX-3090": Need(6000, 300), "T4": Need(5000, 200)}
-    held_somewhere = 0
+    held_somewhere = shorter_held = 0
+    shortest = SHORT_HOLDS if short_first else 0
     for hold_for in (1, 2, 5):
         settings = Settings(hold_for=hold_for, hold_after_s=rng.choice([0.0, 900.0]),
-                            collocation=Limits(4, {"T4": 2}))
+                            collocation=Limits(4, {"T4": 2}), short_first=short_first)
         for uid in [*rng.sample(uids, 6), "not-waiting"]:
-            read = WaitersRead(uid, hold_for + 1)
+            read = WaitersRead(uid, hold_for + 1, shortest=shortest)
             few = store.snapshot(nodes, clock(), waiters=read)
             expected = {w.uid: w for w in every.waiting if w.uid == uid}
             expected.update((w.uid, w) for w in every.waiting[:hold_for + 1])
+            expected.update((w.uid, w) for w in sorted(
+                every.waiting, key=lambda w: (w.shortest_s, w.uid))[:shortest])
             assert few.waiting == tuple(sorted(expected.values(),
                                                key=lambda w: (w.since, w.uid)))
             pod = PodDemand(uid, uid, "ml", "resnet50", "train", 32, 1)
@@ -201,9 +207,11 @@ def test_a_request_reads_its_own_entry_and_the_oldest_waiters_and_decides_as_wit
             assert filtered[0].waiter == filtered[1].waiter
             assert filtered[0].told == filtered[1].told
             held_somewhere += bool(filtered[1].record.held)
+            shorter_held += any("kept from longer pods" in d.message for d in filtered[1].told)
             assert dict(decide_scores(jobs[0], nodes, settings)) == dict(
                 decide_scores(jobs[1], nodes, settings))
     assert held_somewhere  # the holds were in play
+    assert bool(shorter_held) == bool(short_first)
 
 
 def test_waiters_leave_the_order_when_placed_released_or_expired_and_older_ones_join_it(
@@ -223,7 +231,8 @@ def test_waiters_leave_the_order_when_placed_released_or_expired_and_older_ones_
     def keys() -> list[set[str]]:
         return [set(redis_client.hkeys("st:waiting")),
                 set(redis_client.zrange("st:waiting:order", 0, -1)),
-                set(redis_client.zrange("st:waiting:expiry", 0, -1))]
+                set(redis_client.zrange("st:waiting:expiry", 0, -1)),
+                set(redis_client.zrange("st:waiting:short", 0, -1))]
 
     store.put_node("n", NodeGpus("Tesla-T4", "T4", 1, 15360, 1))
     for uid in ("a", "b", "c"):
@@ -233,10 +242,10 @@ def test_waiters_leave_the_order_when_placed_released_or_expired_and_older_ones_
                        gpu_index=0, reserved_mib=100.0, predicted_s=1.0, state="reserved",
                        reserved_at=clock())
     store.reserve(record, [(0, 1e9, 100)], clock(), 0)  # placed: no longer waits
-    assert keys() == [{"b", "c"}] * 3
+    assert keys() == [{"b", "c"}] * 4
     clock.now += 100  # c expired: the next waiter's write drops it
     wait("d")
-    assert keys() == [{"b", "d"}] * 3
+    assert keys() == [{"b", "d"}] * 4
     store.release("a")
     legacy = {f"old-{i}": json.dumps({"uid": f"old-{i}", "pod": "ml/old", "since": 5.0 + i,
                                       "expires_at": clock() + 600, "needs": {"T4": [1, 1]}})
@@ -244,11 +253,12 @@ def test_waiters_leave_the_order_when_placed_released_or_expired_and_older_ones_
     redis_client.hset("st:waiting", mapping={**legacy, "junk": "{not json"})
     for i in range(6):  # 32 entries looked at per write: the whole hash within a few
         wait(f"new-{i}")
-    hash_keys, order, expiry = keys()
-    assert "junk" not in hash_keys and hash_keys == order == expiry
+    hash_keys, order, expiry, short = keys()
+    assert "junk" not in hash_keys and hash_keys == order == expiry == short
     assert set(legacy) <= order
     oldest = store.snapshot({"n": None}, clock(), waiters=WaitersRead("", 3)).waiting
     assert [w.uid for w in oldest] == ["old-0", "old-1", "old-2"]
+    assert redis_client.zscore("st:waiting:short", "old-0") == 1.0  # its needs' shortest
 
 
 def test_prioritize_reusing_filters_read_still_has_the_oldest_live_waiters(store,
@@ -297,3 +307,42 @@ def test_unreadable_entries_never_take_the_oldest_places_and_binds_drop_expired_
                             reserved_at=clock()), [(0, 1e9, 100)], clock(), 0)
     assert set(redis_client.zrange("st:waiting:order", 0, -1)) == {"old"}
     assert "new" not in redis_client.hkeys("st:waiting")
+
+
+
+@pytest.mark.parametrize("short_first", [0.0, 4.0])
+def test_with_short_first_a_long_job_leaves_the_slot_a_much_shorter_waiter_needs(
+        client_with, store, clock, estimator, short_first) -> None:
+    """EXTENDER_SHORT_FIRST=4: an inference request that found both slots of the only GPU
+    taken waits; when a slot frees, a training predicted to run far longer is refused it
+    (told why) and the request gets it (the default). Off, the training takes it."""
+    node = make_node("one", "NVIDIA-GeForce-RTX-3090", memory_mib=24576, replicas=2)
+    request = make_pod("request", model="resnet18", task="inference", requests=200)
+    training = make_pod("training", model="resnet50", task="train", batch=32, epochs=2)
+    short_s = estimator.estimate(Job("resnet18", "inference", 1, 200),
+                                 gpus=["RTX-3090"])["RTX-3090"].predicted_s
+    long_s = estimator.estimate(Job("resnet50", "train", 32, 2),
+                                gpus=["RTX-3090"])["RTX-3090"].predicted_s
+    assert long_s > 4 * short_s
+    client = client_with(short_first=short_first)
+
+    def filtered(pod: dict) -> dict:
+        out = client.post("/filter", json=filter_args(pod, [node])).get_json()
+        assert out["Error"] == ""
+        return out
+
+    fillers = [make_pod(f"fill-{i}", model="resnet50", task="train", batch=32, epochs=2)
+               for i in range(2)]
+    for pod in fillers:
+        assert _passing(filtered(pod)) == {"one"}
+        assert client.post("/bind", json=bind_args(pod, "one")).get_json() == {"Error": ""}
+    assert _passing(filtered(request)) == set()  # both slots taken: it waits
+    assert [w.uid for w in store.waiters(clock())] == [request["metadata"]["uid"]]
+    store.release(fillers[0]["metadata"]["uid"])
+    out = filtered(training)
+    if not short_first:
+        assert _passing(out) == {"one"}
+        return
+    assert _passing(out) == set()
+    assert "held for a shorter waiting pod" in out["FailedNodes"]["one"]
+    assert _passing(filtered(request)) == {"one"}

@@ -125,9 +125,11 @@ def _waiting(rng: random.Random, now: float, uid: str) -> tuple[Waiter, ...]:
 
 
 def _settings(rng: random.Random, limits: Limits, scoring: str = "marginal") -> Settings:
+    """As recorded: before shortest-job-first holds existed (`short_first` 0)."""
     return Settings(collocation=limits, hold_for=rng.choice([0, 1, 1, 2]),
                     hold_after_s=rng.choice([0.0, 300.0]),
-                    interference_alpha=rng.choice([0.47, 0.47, 0.0, 1.0]), scoring=scoring)
+                    interference_alpha=rng.choice([0.47, 0.47, 0.0, 1.0]), scoring=scoring,
+                    short_first=0.0)
 
 
 def _cluster(rng: random.Random, now: float) -> list[tuple[str, NodeGpus | None,

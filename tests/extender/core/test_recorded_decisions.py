@@ -65,3 +65,21 @@ def test_a_changed_decision_is_caught(recorded) -> None:
         got["verdicts"] = got["verdicts"][::-1] + [[True, 0, 0, False]]
     with pytest.raises(AssertionError):
         _compare(got, recorded["pure"][0], "pure case 0")
+
+
+def test_shortest_first_holds_decide_the_same_over_arrays_and_node_by_node(monkeypatch) -> None:
+    """With shortest-job-first holds on (the default, not in the recording), both paths
+    decide every pure case identically, and the holds change some decisions."""
+    from dataclasses import replace
+
+    changed = 0
+    for job, settings in cases.pure_cases():
+        on = replace(settings, short_first=4.0)
+        got = []
+        for arrays_from in (0, 10**9):
+            monkeypatch.setattr(gpu_table, "ARRAYS_FROM", arrays_from)
+            got.append(cases.decisions(job, on, {n: None for n in job.snapshot.nodes}, {}))
+        assert got[0] == got[1]
+        changed += got[0] != cases.decisions(job, settings, {n: None for n in job.snapshot.nodes},
+                                             {})
+    assert changed

@@ -77,3 +77,33 @@ def test_a_waiter_on_several_gpus_holds_them_together_where_the_last_fits_soones
     single = waiter._replace(gpus=1)
     held = held_gpus(ClusterSnapshot(now, snap.nodes, (single,)), LIMITS, Alphas(0.47), "p", 1)
     assert list(held) == [("lone", 0)]
+
+
+def test_a_much_shorter_waiter_keeps_the_last_slot_from_a_long_job() -> None:
+    """Shortest job first: a young waiter predicted to run 30 s holds the GPU where it fits
+    soonest against a job predicted to run `shorter_by` times longer or more, not against
+    a job of its own length, and not against a job that has waited `after_s` itself."""
+    now = 1000.0
+    busy = node_state("busy", [[queued("a", 4000, 600, started=now - 100)]])  # 1 of 2 slots
+    full = node_state("full", [[queued("b", 4000, 900, started=now), queued("c", 4000, 900,
+                                                                             started=now)]])
+    short = Waiter("s", now - 5, {"RTX-3090": (3000.0, 30.0)}, "ml/s")
+    long_pod = Waiter("l", now - 60, {"RTX-3090": (3000.0, 3000.0)}, "ml/l")
+    snap = ClusterSnapshot(now=now, nodes={"busy": busy, "full": full},
+                           waiting=(long_pod, short))
+    long_job = {"RTX-3090": Need(3000, 3000)}
+
+    def holds(uid: str, own_s: float, shorter_by: float = 4.0) -> dict:
+        return held_gpus(snap, LIMITS, Alphas(0.47), uid, 1, 900, shorter_by, own_s)
+
+    held = holds("p", 3000.0)
+    assert held == {("busy", 0): Hold("s", 3000.0, 0.0, now, 0.47, 2, shorter=True)}
+    verdict = filter_nodes(snap.nodes, long_job, LIMITS, held)["busy"]
+    assert not verdict.fits and "held for a shorter waiting pod (s, 3000 MiB)" in verdict.reason
+    assert filter_nodes(snap.nodes, long_job, LIMITS, holds("p", 3000.0, 0.0))["busy"].fits
+    assert holds("p", 100.0) == {}  # 100 s is not 4x 30 s: no hold, the slot is free
+    assert filter_nodes(snap.nodes, {"RTX-3090": Need(3000, 100)}, LIMITS, {})["busy"].fits
+    # The long pod waits too, older than the short one: it yields until it has waited
+    # `after_s` (900 s; here 60 s), then the starvation guard is its own.
+    assert holds("l", 3000.0) == held
+    assert held_gpus(snap, LIMITS, Alphas(0.47), "l", 1, 60, 4.0, 3000.0) == {}
