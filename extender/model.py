@@ -7,7 +7,6 @@ instants.
 from __future__ import annotations
 
 import math
-
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple

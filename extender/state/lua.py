@@ -192,8 +192,8 @@ WAIT = LIVE + """
 -- expired, never every waiter). Then a few more entries of the hash are looked at, from
 -- where the last call stopped: an unreadable or expired one goes (readable as
 -- `records.live_waiters` reads it: needs, a finite since, 1..64 GPUs), a live one missing
--- from the orders (written before there were they) joins them, so the whole hash is swept
--- a few entries per call.
+-- from the orders (written before they existed) joins them, so the whole hash is swept a
+-- few entries per call.
 local now = tonumber(ARGV[2])
 drop_expired_waiters(ARGV[2])
 local scan = redis.call('HSCAN', 'st:waiting', redis.call('GET', 'st:waiting:sweep') or '0',
