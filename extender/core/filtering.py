@@ -26,7 +26,7 @@ from extender.core.fit import Fit, fit_rows
 from extender.core.gpu_table import GpuTable, judged_at_once
 from extender.core.interference import alphas_for
 from extender.core.job import Assessment, NotOurs, PodJob, Refused
-from extender.core.room import NO_HOLDS, Holds, has_room, held_from, held_gpus
+from extender.core.room import NO_HOLDS, Holds, has_room, held_from, holds_against
 from extender.model import (
     Decision, FilterRecord, Limits, Need, NodeGpus, NodeState, Verdict, Waiter, type_of,
 )  # fmt: skip
@@ -57,9 +57,7 @@ def decide_filter(assessment: Assessment, nodes: Mapping[str, NodeGpus | None],
     assert isinstance(assessment, PodJob)
     snapshot, needs, pod = assessment.snapshot, assessment.needs, assessment.demand
     limits = settings.collocation
-    holds = held_gpus(snapshot, limits, alphas_for(snapshot, settings), pod.uid,
-                      settings.hold_for, settings.hold_after_s, settings.short_first,
-                      min((n.predicted_s for n in needs.values()), default=0.0))
+    holds = holds_against(assessment, settings, alphas_for(snapshot, settings))
     verdicts, passing = _verdicts(snapshot.nodes, needs, limits, holds)
     held_nodes = sorted({node for node, _ in holds}, key=list(snapshot.nodes).index) \
         if holds else []

@@ -25,7 +25,7 @@ from extender.core import per_node
 from extender.core.gpu_table import GpuTable, judged_at_once
 from extender.core.interference import Alphas, alphas_for
 from extender.core.job import Assessment, PodJob
-from extender.core.room import NO_HOLDS, Holds, held_gpus
+from extender.core.room import NO_HOLDS, Holds, holds_against
 from extender.model import ClusterSnapshot, Limits, Need, NodeGpus, NodeState
 from extender.policies.base import Placement, ScoringPolicy
 from extender.policies.timeline_arrays import remaining_s
@@ -39,9 +39,7 @@ def decide_scores(assessment: Assessment, nodes: Iterable[str],
         return dict.fromkeys(nodes, 0.0)
     snapshot = assessment.snapshot
     alphas = alphas_for(snapshot, settings)
-    holds = held_gpus(snapshot, settings.collocation, alphas, assessment.demand.uid,
-                      settings.hold_for, settings.hold_after_s, settings.short_first,
-                      min((n.predicted_s for n in assessment.needs.values()), default=0.0))
+    holds = holds_against(assessment, settings, alphas)
     return score_nodes(snapshot, assessment.needs, settings.collocation, settings.policy, holds,
                        alphas)
 

@@ -25,11 +25,13 @@ import numpy as np
 
 from extender.core.gpu_table import GpuTable
 from extender.core.interference import Alphas
+from extender.core.job import PodJob
 from extender.model import (
     ClusterSnapshot, GpuState, Limits, Need, NodeState, QueuedJob, Waiter, type_of,
 )  # fmt: skip
 from extender.policies.timeline import wait_until_fits_s
 from extender.policies.timeline_arrays import remaining_s, waits_until_fit_s
+from extender.settings import Settings
 
 BACKFILL_SLACK = 1.1  # a backfilled job may push the waiter's expected fit back 10 %
 SHORT_HOLDS = 8  # shorter waiters held for at once (each its own GPU); snapshots read as many
@@ -81,6 +83,15 @@ def usable_gpus(node: NodeState, need: Need, limit: int,
     if len(fitting) > 1:
         fitting.sort(key=lambda g: (g.free_mib, g.index))
     return fitting
+
+
+def holds_against(job: PodJob, settings: Settings,
+                  alphas: Alphas) -> dict[tuple[str, int], Hold]:
+    """The holds in force against `job`'s pod, as `settings` configure the guard (filter and
+    prioritize see the same)."""
+    own_s = min((need.predicted_s for need in job.needs.values()), default=0.0)
+    return held_gpus(job.snapshot, settings.collocation, alphas, job.demand.uid,
+                     settings.hold_for, settings.hold_after_s, settings.short_first, own_s)
 
 
 def held_gpus(snapshot: ClusterSnapshot, limits: Limits, alphas: Alphas, uid: str,
