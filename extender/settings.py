@@ -46,6 +46,11 @@ Environment variables (the manifests in k8s/ use exactly these names):
                                    first; default 4, 0 disables, as EXTENDER_HOLD_FOR=0
                                    does; a pod that has waited EXTENDER_HOLD_AFTER_S no
                                    longer yields)
+    EXTENDER_WAIT_FOR_FASTER       a pod that fits now waits instead when a GPU that frees
+                                   later would finish it this many times sooner (jobs
+                                   played forward; extender/core/patience.py); default 0
+                                   (off); needs EXTENDER_HOLD_FOR; a pod that has waited
+                                   EXTENDER_HOLD_AFTER_S takes what fits
     EXTENDER_WAIT_TTL_S            a waiting pod not filtered again for this long stops
                                    holding (default 600; kube-scheduler retries refused
                                    pods at least every 5 minutes)
@@ -131,6 +136,7 @@ class Settings:
     hold_for: int = 1
     hold_after_s: float = 900.0
     short_first: float = 4.0
+    wait_for_faster: float = 0.0
     wait_ttl_s: float = 600.0
     decision_repeat_s: int = 600
     prioritize_reuse_s: float = 1.0
@@ -192,6 +198,7 @@ class Settings:
             hold_for=_number(env, "EXTENDER_HOLD_FOR", 1, int, 0, 64),
             hold_after_s=_number(env, "EXTENDER_HOLD_AFTER_S", 900.0, float, 0, 7 * 86400),
             short_first=_number(env, "EXTENDER_SHORT_FIRST", 4.0, float, 0, 1000),
+            wait_for_faster=_number(env, "EXTENDER_WAIT_FOR_FASTER", 0.0, float, 0, 1000),
             wait_ttl_s=_number(env, "EXTENDER_WAIT_TTL_S", 600.0, float, 10, 86400),
             decision_repeat_s=_number(env, "EXTENDER_DECISION_REPEAT_S", 600, int, 1, 86400),
             prioritize_reuse_s=_number(env, "EXTENDER_PRIORITIZE_REUSE_S", 1.0, float, 0, 60),
@@ -218,6 +225,10 @@ class Settings:
         if 0 < settings.short_first < 1:
             raise SettingsError(f"EXTENDER_SHORT_FIRST={env['EXTENDER_SHORT_FIRST']!r}: 0 (off) "
                                 "or how many times shorter a waiter must be, at least 1")
+        if 0 < settings.wait_for_faster <= 1:
+            raise SettingsError(f"EXTENDER_WAIT_FOR_FASTER={env['EXTENDER_WAIT_FOR_FASTER']!r}: "
+                                "0 (off) or how many times sooner the faster GPU must finish "
+                                "the job, above 1")
         if bool(settings.tls_cert_file) != bool(settings.tls_key_file):
             raise SettingsError("EXTENDER_TLS_CERT_FILE and EXTENDER_TLS_KEY_FILE go together")
         if settings.tls_client_ca_file and not settings.tls_cert_file:

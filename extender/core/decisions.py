@@ -47,11 +47,12 @@ def reserved(namespace: str, name: str, reservation: Reservation, gpus: NodeGpus
         f"{need.predicted_s:.0f} s; {why}"), reservation.node)
 
 
-def waiting(waiter: Waiter) -> Decision:
+def waiting(waiter: Waiter, why: str = "") -> Decision:
+    """`why`: the pod fits somewhere but waits for a faster GPU (else: it fits nowhere)."""
     needs = sorted(waiter.needs.items(), key=lambda item: item[1][0])[:MAX_TYPES_SAID]
     said = ", ".join(f"{t} {mib:.0f} MiB ({s:.0f} s)" for t, (mib, s) in needs)
     return Decision("waiting", waiter.uid, waiter.pod,
-                    f"waiting for GPU memory: no GPU has room now; needs {said}",
+                    f"{why or 'waiting for GPU memory: no GPU has room now'}; needs {said}",
                     once_key=f"waiting:{waiter.uid}")
 
 

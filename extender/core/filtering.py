@@ -5,7 +5,8 @@ have room for the padded estimate of the job on that GPU type, below its
 collocation limit and beside the room held for older (or much shorter) waiting pods
 (`extender.core.room`). The verdict names the best-fit GPU, or says why not in
 words `kubectl describe` users read (`extender.core.per_node` holds them). A pod
-that fits nowhere (and could fit somewhere once jobs end) becomes a waiter.
+that fits nowhere (and could fit somewhere once jobs end) becomes a waiter, as does
+one worth keeping for a much faster GPU that frees later (`extender.core.patience`).
 
 Many nodes are judged at once over the request's `GpuTable` (`extender.core.fit`),
 a reason written once per distinct failure; a request naming fewer than
@@ -26,6 +27,7 @@ from extender.core.fit import Fit, fit_rows
 from extender.core.gpu_table import GpuTable, judged_at_once
 from extender.core.interference import alphas_for
 from extender.core.job import Assessment, NotOurs, PodJob, Refused
+from extender.core.patience import faster_later
 from extender.core.room import NO_HOLDS, Holds, has_room, held_from, holds_against
 from extender.model import (
     Decision, FilterRecord, Limits, Need, NodeGpus, NodeState, Verdict, Waiter, type_of,
@@ -57,8 +59,21 @@ def decide_filter(assessment: Assessment, nodes: Mapping[str, NodeGpus | None],
     assert isinstance(assessment, PodJob)
     snapshot, needs, pod = assessment.snapshot, assessment.needs, assessment.demand
     limits = settings.collocation
-    holds = holds_against(assessment, settings, alphas_for(snapshot, settings))
+    alphas = alphas_for(snapshot, settings)
+    holds = holds_against(assessment, settings, alphas)
     verdicts, passing = _verdicts(snapshot.nodes, needs, limits, holds)
+    since = next((w.since for w in snapshot.waiting if w.uid == pod.uid), snapshot.now)
+    faster = None
+    if passing and settings.wait_for_faster and settings.hold_for \
+            and snapshot.now - since < settings.hold_after_s:
+        table = GpuTable.from_states(snapshot.nodes)
+        faster = faster_later(table, fit_rows(table, needs, limits, holds), alphas,
+                              snapshot.now, settings.wait_for_faster)
+        if faster is not None:
+            refused = Verdict(False, faster.reason())
+            verdicts = {name: refused if verdict.fits else verdict
+                        for name, verdict in verdicts.items()}
+            passing = []
     held_nodes = sorted({node for node, _ in holds}, key=list(snapshot.nodes).index) \
         if holds else []
     held = {name: tuple(blocked) for name in held_nodes if verdicts[name].fits
@@ -71,13 +86,12 @@ def decide_filter(assessment: Assessment, nodes: Mapping[str, NodeGpus | None],
         v.unresolvable for v in verdicts.values())
     waiter = None
     if waits:
-        since = next((w.since for w in snapshot.waiting if w.uid == pod.uid), snapshot.now)
         per_type = {t: (n.padded_mib, n.predicted_s) for t, n in needs.items()}
         waiter = Waiter(pod.uid, since, per_type, f"{pod.namespace}/{pod.name}", pod.gpus)
     told = decisions.holds_told(holds, snapshot.waiting,
                                 {node: snapshot.nodes[node].gpus for node in held_nodes})
     if waiter is not None:
-        told += (decisions.waiting(waiter),)
+        told += (decisions.waiting(waiter, faster.reason() if faster else ""),)
     return FilterDecision(verdicts, FilterRecord(pod, layouts, held), waiter, told=told)
 
 

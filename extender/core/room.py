@@ -114,11 +114,8 @@ def held_gpus(snapshot: ClusterSnapshot, limits: Limits, alphas: Alphas, uid: st
     if not due:
         return holds
     table = GpuTable.from_states(snapshot.nodes)
-    width = int(table.gpu_jobs.max()) if len(table.gpu_jobs) else 0
     rows = np.arange(len(table.gpu_jobs))
-    remaining = remaining_s(table.jobs_matrix(rows, width, table.jobs.predicted_s),
-                            table.jobs_matrix(rows, width, table.jobs.started_at), snapshot.now)
-    mib_held = table.jobs_matrix(rows, width, table.jobs.mib)
+    remaining, mib_held = jobs_ahead(table, rows, snapshot.now)
     taken = np.zeros(len(rows), dtype=bool)
     alpha = np.broadcast_to(alphas.rows(table), len(rows))
     for n, waiter in enumerate(due):
@@ -155,6 +152,15 @@ def held_gpus(snapshot: ClusterSnapshot, limits: Limits, alphas: Alphas, uid: st
                                                            float(alpha[row]),
                                                            int(row_limit[row]), n >= aged)
     return holds
+
+
+def jobs_ahead(table: GpuTable, rows: np.ndarray, now: float) -> tuple[np.ndarray, np.ndarray]:
+    """The jobs on `rows` of `table`, a row each: seconds of work left alone on the GPU and
+    MiB reserved (columns past a row's jobs are padding), as `waits_until_fit_s` reads them."""
+    width = int(table.gpu_jobs[rows].max()) if len(rows) else 0
+    remaining = remaining_s(table.jobs_matrix(rows, width, table.jobs.predicted_s),
+                            table.jobs_matrix(rows, width, table.jobs.started_at), now)
+    return remaining, table.jobs_matrix(rows, width, table.jobs.mib)
 
 
 def _soonest_together(table: GpuTable, wait: np.ndarray, row_seconds: np.ndarray,

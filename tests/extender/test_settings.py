@@ -42,6 +42,8 @@ def test_client_certificates_need_https() -> None:
     ({"EXTENDER_COLLOCATION_LIMITS": "K8O=2"}, "'K8O' is no GPU type of the catalogue"),
     ({"EXTENDER_SHORT_FIRST": "0.5"}, "EXTENDER_SHORT_FIRST='0.5': 0 (off) or how many"),
     ({"EXTENDER_SHORT_FIRST": "-1"}, "EXTENDER_SHORT_FIRST='-1': expected a number in 0..1000"),
+    ({"EXTENDER_WAIT_FOR_FASTER": "1"}, "EXTENDER_WAIT_FOR_FASTER='1': 0 (off) or how many"),
+    ({"EXTENDER_WAIT_FOR_FASTER": "0.5"}, "EXTENDER_WAIT_FOR_FASTER='0.5': 0 (off)"),
 ])
 def test_values_no_process_could_use_are_refused_naming_the_variable(env, needle) -> None:
     with pytest.raises(SettingsError) as exc:

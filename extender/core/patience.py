@@ -1,0 +1,75 @@
+"""Waiting for a faster GPU: a job passes up the GPUs it fits on now when one that frees
+later would finish it much sooner. Pure.
+
+Placing each job on the best GPU free now is greedy: in a mixed cluster it puts a long
+job on a slow card minutes before a fast one frees, and the job ends hours later than
+it would have there (the trade heterogeneity-aware schedulers such as Gavel and Sia
+weigh by throughput; this is its online form). With `margin` (`EXTENDER_WAIT_FOR_FASTER`),
+filter refuses the nodes that fit now when the job's soonest predicted completion on
+them (sharing with each GPU's jobs, played forward) is more than `margin` times its
+soonest completion on a GPU that cannot take it yet: the seconds until it fits, played
+forward, plus its predicted run alone there. The pod waits as a pod that
+fits nowhere does, and decides again at each retry on fresh state; one that has waited
+`EXTENDER_HOLD_AFTER_S` takes what fits. Pods on several GPUs are not held back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from extender.core.fit import Fit
+from extender.core.gpu_table import GpuTable
+from extender.core.interference import Alphas
+from extender.core.room import jobs_ahead
+from extender.model import type_of
+from extender.policies.timeline_arrays import shared_completions_s, waits_until_fit_s
+
+
+@dataclass(frozen=True)
+class FasterLater:
+    """The GPU worth waiting for: where the job would be done in `done_in_s` (it fits in
+    `fits_in_s`), against `here_s` on the best GPU that can take it now."""
+
+    node: str
+    gpu_index: int
+    gpu_type: str
+    fits_in_s: float
+    done_in_s: float
+    here_s: float
+
+    def reason(self) -> str:
+        return (f"waiting for a faster GPU: done in ~{self.done_in_s:.0f} s on GPU "
+                f"{self.gpu_index} ({self.gpu_type}) of {self.node} once it frees (in "
+                f"~{self.fits_in_s:.0f} s), against ~{self.here_s:.0f} s on the best GPU "
+                f"free now")
+
+
+def faster_later(table: GpuTable, fit: Fit, alphas: Alphas, now: float,
+                 margin: float) -> FasterLater | None:
+    """The GPU the job should wait for (module docstring), None when the best GPU free now
+    is within `margin` of it, when nothing fits now, or for a multi-GPU job."""
+    if not fit.room.any() or (fit.gpus > 1).any():
+        return None
+    alpha = np.broadcast_to(alphas.rows(table), len(fit.room))
+    here = np.flatnonzero(fit.room)
+    remaining, _ = jobs_ahead(table, here, now)
+    here_s = float(shared_completions_s(remaining, fit.work_s[here], alpha[here]).min())
+    later = np.flatnonzero(~fit.room & (table.gpu_jobs > 0) & np.isfinite(fit.padded_mib)
+                           & (fit.work_s * margin < here_s))
+    if not len(later):
+        return None
+    remaining, mib = jobs_ahead(table, later, now)
+    wait = waits_until_fit_s(remaining, mib, table.gpu_jobs[later], table.gpu_free[later],
+                             table.gpu_capacity[later], fit.padded_mib[later],
+                             fit.limit[later], alpha[later])
+    done = wait + fit.work_s[later]
+    best = int(np.argmin(done))  # the first among equals, in node and GPU order
+    if not here_s > margin * done[best]:
+        return None
+    row = int(later[best])
+    layout = table.layouts[int(table.gpu_layout[row])]
+    assert layout is not None  # a row with a finite need has a usable layout
+    return FasterLater(table.names[int(table.gpu_node[row])], int(table.gpu_index[row]),
+                       type_of(layout), float(wait[best]), float(done[best]), here_s)
