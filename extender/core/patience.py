@@ -8,9 +8,11 @@ weigh by throughput; this is its online form). With `margin` (`EXTENDER_WAIT_FOR
 filter refuses the nodes that fit now when the job's soonest predicted completion on
 them (sharing with each GPU's jobs, played forward) is more than `margin` times its
 soonest completion on a GPU that cannot take it yet: the seconds until it fits, played
-forward, plus its predicted run alone there. The pod waits as a pod that
-fits nowhere does, and decides again at each retry on fresh state; one that has waited
-`EXTENDER_HOLD_AFTER_S` takes what fits. Pods on several GPUs are not held back.
+forward, plus kube-scheduler's retry back-off (`RETRY_S`) and its predicted run alone
+there. A GPU running a job past its predicted end is never waited for (when it ends is
+unknown). The pod waits as a pod that fits nowhere does, and decides again at each
+retry on fresh state; one that has waited `EXTENDER_HOLD_AFTER_S` takes what fits.
+Pods on several GPUs are not held back.
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ from extender.core.interference import Alphas
 from extender.core.room import jobs_ahead
 from extender.model import type_of
 from extender.policies.timeline_arrays import shared_completions_s, waits_until_fit_s
+
+
+#: Seconds a refused pod may take to come back once the GPU frees: kube-scheduler's
+#: podMaxBackoffSeconds (default 10). Short jobs are never worth the round trip.
+RETRY_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -53,18 +60,24 @@ def faster_later(table: GpuTable, fit: Fit, alphas: Alphas, now: float,
     if not fit.room.any() or (fit.gpus > 1).any():
         return None
     alpha = np.broadcast_to(alphas.rows(table), len(fit.room))
-    here = np.flatnonzero(fit.room)
-    remaining, _ = jobs_ahead(table, here, now)
-    here_s = float(shared_completions_s(remaining, fit.work_s[here], alpha[here]).min())
+    idle = fit.room & (table.gpu_jobs == 0)
+    here_s = float(fit.work_s[idle].min()) if idle.any() else np.inf  # alone: its run
+    shared = np.flatnonzero(fit.room & (table.gpu_jobs > 0) & (fit.work_s < here_s))
+    if len(shared):  # sharing only slows the job: only GPUs faster alone can do better
+        remaining, _ = jobs_ahead(table, shared, now)
+        here_s = min(here_s, float(shared_completions_s(remaining, fit.work_s[shared],
+                                                        alpha[shared]).min()))
     later = np.flatnonzero(~fit.room & (table.gpu_jobs > 0) & np.isfinite(fit.padded_mib)
-                           & (fit.work_s * margin < here_s))
+                           & ((fit.work_s + RETRY_S) * margin < here_s))
     if not len(later):
         return None
     remaining, mib = jobs_ahead(table, later, now)
     wait = waits_until_fit_s(remaining, mib, table.gpu_jobs[later], table.gpu_free[later],
                              table.gpu_capacity[later], fit.padded_mib[later],
                              fit.limit[later], alpha[later])
-    done = wait + fit.work_s[later]
+    jobs = np.arange(remaining.shape[1])[None, :] < table.gpu_jobs[later][:, None]
+    wait[(jobs & (remaining <= 0)).any(axis=1)] = np.inf  # when an overrun ends is unknown
+    done = wait + RETRY_S + fit.work_s[later]
     best = int(np.argmin(done))  # the first among equals, in node and GPU order
     if not here_s > margin * done[best]:
         return None
