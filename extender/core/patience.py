@@ -8,8 +8,8 @@ weigh by throughput; this is its online form). With `margin` (`EXTENDER_WAIT_FOR
 filter refuses the nodes that fit now when the job's soonest predicted completion on
 them (sharing with each GPU's jobs, played forward) is more than `margin` times its
 soonest completion on a GPU that cannot take it yet: the seconds until it fits, played
-forward, plus kube-scheduler's retry back-off (`RETRY_S`) and its predicted run alone
-there. A GPU running a job past its predicted end is never waited for (when it ends is
+forward, plus kube-scheduler's retry back-off (`RETRY_S`) and its run there beside the
+jobs still on it then. A GPU running a job past its predicted end is never waited for (when it ends is
 unknown). The pod waits as a pod that fits nowhere does, and decides again at each
 retry on fresh state; one that has waited `EXTENDER_HOLD_AFTER_S` takes what fits.
 Pods on several GPUs are not held back.
@@ -26,7 +26,9 @@ from extender.core.gpu_table import GpuTable
 from extender.core.interference import Alphas
 from extender.core.room import jobs_ahead
 from extender.model import type_of
-from extender.policies.timeline_arrays import shared_completions_s, waits_until_fit_s
+from extender.policies.timeline_arrays import (
+    left_after_s, shared_completions_s, waits_until_fit_s,
+)
 
 
 #: Seconds a refused pod may take to come back once the GPU frees: kube-scheduler's
@@ -77,7 +79,9 @@ def faster_later(table: GpuTable, fit: Fit, alphas: Alphas, now: float,
                              fit.limit[later], alpha[later])
     jobs = np.arange(remaining.shape[1])[None, :] < table.gpu_jobs[later][:, None]
     wait[(jobs & (remaining <= 0)).any(axis=1)] = np.inf  # when an overrun ends is unknown
-    done = wait + RETRY_S + fit.work_s[later]
+    work = fit.work_s[later]
+    done = wait + RETRY_S + shared_completions_s(left_after_s(remaining, wait, alpha[later]),
+                                                 work, alpha[later])
     best = int(np.argmin(done))  # the first among equals, in node and GPU order
     if not here_s > margin * done[best]:
         return None

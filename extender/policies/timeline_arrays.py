@@ -55,6 +55,24 @@ def completion_times_s(works_s: FloatArray, alpha: float) -> tuple[FloatArray, n
     return done, count
 
 
+def left_after_s(works_s: FloatArray, at_s: FloatArray, alpha: float) -> FloatArray:
+    """Per row, each job's work left (seconds alone) `at_s[row]` seconds from now, the row's
+    jobs sharing the GPU from now on as `completion_times_s` plays them (0 once ended);
+    columns as in `works_s`."""
+    pending, count = _sorted_positive(works_s)
+    done, _ = completion_times_s(works_s, alpha)
+    progressed = np.zeros(len(pending))
+    for i in range(pending.shape[1]):
+        start_s = done[:, i - 1] if i else 0.0
+        start = pending[:, i - 1] if i else 0.0
+        running = (count > i) & (at_s > start_s)
+        with np.errstate(invalid="ignore"):
+            reached = np.minimum(start + (at_s - start_s) * _speed(count - i, alpha),
+                                 pending[:, i])
+        progressed = np.where(running, reached, progressed)
+    return np.where(works_s > 0, np.maximum(works_s - progressed[:, None], 0.0), 0.0)
+
+
 def completion_sums_s(works_s: FloatArray, alpha: float) -> FloatArray:
     """Per row, ``sum(timeline.completion_times_s(row))``, summed in the same order."""
     done, count = completion_times_s(works_s, alpha)

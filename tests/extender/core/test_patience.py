@@ -41,8 +41,8 @@ def _filter(nodes: dict, margin: float, waiting: tuple = (), needs=NEEDS, **sett
 
 @pytest.mark.parametrize("slow_nodes", [1, 40])  # node by node, and over arrays
 def test_a_long_job_waits_for_the_fast_card_that_frees_soon(slow_nodes) -> None:
-    # Here: 1000 s on an idle slow card. Later: 100 s until the fast card frees, 10 s for
-    # kube-scheduler to retry, 300 s.
+    # Here: 1000 s on an idle slow card. Later: 100 s until the fast card's job ends, 10 s
+    # for kube-scheduler to retry, 300 s alone there.
     nodes = _cluster(fast_frees_in_s=100, slow_nodes=slow_nodes)
     decision = _filter(nodes, margin=1.5)
     refused = decision.verdicts["slow-0"]
@@ -59,6 +59,18 @@ def test_a_long_job_waits_for_the_fast_card_that_frees_soon(slow_nodes) -> None:
     # Off, or a margin the fast card does not beat (1000 < 3 x 410): the slow card is taken.
     for margin in (0.0, 3.0):
         assert _filter(nodes, margin).verdicts["slow-0"].fits
+
+
+def test_the_run_on_the_faster_card_counts_the_jobs_still_on_it() -> None:
+    # The 16 GB job (100 s left) shares the fast card with a 2 GB one (1000 s left): it
+    # ends at 147 s (speed 1 / 1.47), and the job then runs 300 s beside the other:
+    # 441 s. 147 + 10 + 441 = 598 s, still 1.5 x sooner than 1000 s; not 1.8 x.
+    nodes = _cluster(fast_frees_in_s=100)
+    nodes["fast"] = node_state("fast", [[queued("a", 16000, 200, started=NOW - 100),
+                                         queued("b", 2000, 1100, started=NOW - 100)]])
+    refused = _filter(nodes, 1.5).verdicts["slow-0"]
+    assert not refused.fits and "done in ~598 s" in refused.reason
+    assert _filter(nodes, 1.8).verdicts["slow-0"].fits
 
 
 def test_the_wait_counts_and_a_pod_that_waited_long_enough_takes_what_fits() -> None:
@@ -85,6 +97,19 @@ def test_pods_on_several_gpus_and_jobs_with_no_faster_card_are_not_held_back() -
     assert _filter(_cluster(fast_frees_in_s=100), 1.5, needs=same).verdicts["slow-0"].fits
 
 
+def _left_after(works: list[float], at_s: float, alpha: float) -> list[float]:
+    """The work left of jobs sharing a GPU `at_s` seconds on, event by event."""
+    pending, elapsed, progressed = sorted(w for w in works if w > 0), 0.0, 0.0
+    while pending:
+        speed = timeline.speed(len(pending), alpha)
+        step = (pending[0] - progressed) / speed
+        if elapsed + step > at_s:
+            progressed += (at_s - elapsed) * speed
+            break
+        elapsed, progressed = elapsed + step, pending.pop(0)
+    return [w - progressed for w in pending]
+
+
 def _reference(job: PodJob, settings: Settings, margin: float):
     """`faster_later` spelled GPU by GPU with the per-node timeline: (here_s, the soonest
     (done_s, node, gpu) among GPUs that cannot take the job yet, none of whose jobs has
@@ -105,7 +130,11 @@ def _reference(job: PodJob, settings: Settings, margin: float):
             elif gpu.jobs and all(timeline.remaining_s(j, snapshot.now) > 0 for j in gpu.jobs):
                 wait = timeline.wait_until_fits_s(gpu, need.padded_mib, limit, snapshot.now,
                                                   alpha)
-                later.append((wait + RETRY_S + need.predicted_s, name, gpu.index))
+                others = _left_after([timeline.remaining_s(j, snapshot.now) for j in gpu.jobs],
+                                     wait, alpha)
+                done = wait + RETRY_S + timeline.shared_completion_s(need.predicted_s, others,
+                                                                     alpha)
+                later.append((done, name, gpu.index))
     if here == math.inf or not later:
         return None
     soonest = min(later, key=lambda entry: entry[0])
