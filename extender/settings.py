@@ -48,9 +48,9 @@ Environment variables (the manifests in k8s/ use exactly these names):
                                    longer yields)
     EXTENDER_WAIT_FOR_FASTER       a pod that fits now waits instead when a GPU that frees
                                    later would finish it this many times sooner (jobs
-                                   played forward; extender/core/patience.py); default 0
-                                   (off); needs EXTENDER_HOLD_FOR; a pod that has waited
-                                   EXTENDER_HOLD_AFTER_S takes what fits
+                                   played forward; extender/core/patience.py); default
+                                   1.5, 0 disables; needs EXTENDER_HOLD_FOR; a pod that
+                                   has waited EXTENDER_HOLD_AFTER_S takes what fits
     EXTENDER_WAIT_TTL_S            a waiting pod not filtered again for this long stops
                                    holding (default 600; kube-scheduler retries refused
                                    pods at least every 5 minutes)
@@ -136,7 +136,7 @@ class Settings:
     hold_for: int = 1
     hold_after_s: float = 900.0
     short_first: float = 4.0
-    wait_for_faster: float = 0.0
+    wait_for_faster: float = 1.5
     wait_ttl_s: float = 600.0
     decision_repeat_s: int = 600
     prioritize_reuse_s: float = 1.0
@@ -198,7 +198,7 @@ class Settings:
             hold_for=_number(env, "EXTENDER_HOLD_FOR", 1, int, 0, 64),
             hold_after_s=_number(env, "EXTENDER_HOLD_AFTER_S", 900.0, float, 0, 7 * 86400),
             short_first=_number(env, "EXTENDER_SHORT_FIRST", 4.0, float, 0, 1000),
-            wait_for_faster=_number(env, "EXTENDER_WAIT_FOR_FASTER", 0.0, float, 0, 1000),
+            wait_for_faster=_number(env, "EXTENDER_WAIT_FOR_FASTER", 1.5, float, 0, 1000),
             wait_ttl_s=_number(env, "EXTENDER_WAIT_TTL_S", 600.0, float, 10, 86400),
             decision_repeat_s=_number(env, "EXTENDER_DECISION_REPEAT_S", 600, int, 1, 86400),
             prioritize_reuse_s=_number(env, "EXTENDER_PRIORITIZE_REUSE_S", 1.0, float, 0, 60),

@@ -1,5 +1,6 @@
-"""Starvation guard end to end (HTTP, real Redis): a pod that fits nowhere waits, and
-once it has waited `hold_after_s` the GPU where it fits soonest is held for it."""
+"""Waiting pods end to end (HTTP, real Redis): a pod that fits nowhere waits, and once it
+has waited `hold_after_s` the GPU where it fits soonest is held for it; a long pod waits
+for a much faster GPU that frees soon rather than take a slow one now."""
 
 from __future__ import annotations
 
@@ -346,3 +347,37 @@ def test_with_short_first_a_long_job_leaves_the_slot_a_much_shorter_waiter_needs
     assert _passing(out) == set()
     assert "held for a shorter waiting pod" in out["FailedNodes"]["one"]
     assert _passing(filtered(request)) == {"one"}
+
+
+def test_a_long_job_waits_for_the_faster_gpu_that_frees_soon(client, store, clock) -> None:
+    """resnet152 b8 x5 epochs: ~3900 s on the idle 3070, ~2200 s on the 3090 (exclusive
+    here) once a ~36 s inference request leaves it: it waits, then takes the 3090."""
+    fast = make_node("fast", "NVIDIA-GeForce-RTX-3090", memory_mib=24576, replicas=1)
+    nodes = [fast, SMALL]
+    request = make_pod("infer", model="resnet18", task="inference", requests=100)
+    out = client.post("/filter", json=filter_args(request, nodes)).get_json()
+    assert "fast" in _passing(out)
+    assert client.post("/bind", json=bind_args(request, "fast")).get_json() == {"Error": ""}
+    long = make_pod("long", model="resnet152", task="train", batch=8, epochs=5)
+    out = client.post("/filter", json=filter_args(long, nodes)).get_json()
+    assert _passing(out) == set()
+    assert out["FailedNodes"]["small"].startswith("waiting for a faster GPU: done in ~")
+    assert "GPU 0 (RTX-3090) of fast once it frees" in out["FailedNodes"]["small"]
+    assert [w.uid for w in store.waiters(clock())] == [long["metadata"]["uid"]]
+    store.release(request["metadata"]["uid"])  # the request is done: the 3090 is free
+    out = client.post("/filter", json=filter_args(long, nodes)).get_json()
+    assert _passing(out) == {"fast", "small"}
+    prio = client.post("/prioritize", json=filter_args(long, nodes)).get_json()
+    scores = {p["Host"]: p["Score"] for p in prio}
+    assert scores["fast"] > scores["small"]
+
+
+def test_waiting_for_a_faster_gpu_can_be_switched_off(client_with) -> None:
+    client = client_with(wait_for_faster=0)
+    fast = make_node("fast", "NVIDIA-GeForce-RTX-3090", memory_mib=24576, replicas=1)
+    request = make_pod("infer", model="resnet18", task="inference", requests=100)
+    client.post("/filter", json=filter_args(request, [fast, SMALL]))
+    assert client.post("/bind", json=bind_args(request, "fast")).get_json() == {"Error": ""}
+    long = make_pod("long", model="resnet152", task="train", batch=8, epochs=5)
+    out = client.post("/filter", json=filter_args(long, [fast, SMALL])).get_json()
+    assert _passing(out) == {"small"}
