@@ -9,10 +9,10 @@ filter refuses the nodes that fit now when the job's soonest predicted completio
 them (sharing with each GPU's jobs, played forward) is more than `margin` times its
 soonest completion on a GPU that cannot take it yet: the seconds until it fits, played
 forward, plus kube-scheduler's retry back-off (`RETRY_S`) and its run there beside the
-jobs still on it then. A GPU running a job past its predicted end is never waited for (when it ends is
-unknown). The pod waits as a pod that fits nowhere does, and decides again at each
-retry on fresh state; one that has waited `EXTENDER_HOLD_AFTER_S` takes what fits.
-Pods on several GPUs are not held back.
+jobs still on it then. A GPU running a job past its predicted end is never waited for
+(when it ends is unknown). The pod waits as a pod that fits nowhere does, and decides
+again at each retry on fresh state; one that has waited `EXTENDER_HOLD_AFTER_S` takes
+what fits. Pods on several GPUs are not held back.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from extender.model import type_of
 from extender.policies.timeline_arrays import (
     left_after_s, shared_completions_s, waits_until_fit_s,
 )
-
 
 #: Seconds a refused pod may take to come back once the GPU frees: kube-scheduler's
 #: podMaxBackoffSeconds (default 10). Short jobs are never worth the round trip.
