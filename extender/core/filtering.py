@@ -27,8 +27,8 @@ from extender.core.fit import Fit, fit_rows
 from extender.core.gpu_table import GpuTable, judged_at_once
 from extender.core.interference import alphas_for
 from extender.core.job import Assessment, NotOurs, PodJob, Refused
-from extender.core.patience import faster_later
-from extender.core.room import NO_HOLDS, Holds, has_room, held_from, holds_against
+from extender.core.patience import faster_later, holds_in_force
+from extender.core.room import NO_HOLDS, Holds, has_room, held_from
 from extender.model import (
     Decision, FilterRecord, Limits, Need, NodeGpus, NodeState, Verdict, Waiter, type_of,
 )  # fmt: skip
@@ -60,7 +60,7 @@ def decide_filter(assessment: Assessment, nodes: Mapping[str, NodeGpus | None],
     snapshot, needs, pod = assessment.snapshot, assessment.needs, assessment.demand
     limits = settings.collocation
     alphas = alphas_for(snapshot, settings)
-    holds = holds_against(assessment, settings, alphas)
+    holds = holds_in_force(assessment, settings, alphas)
     verdicts, passing = _verdicts(snapshot.nodes, needs, limits, holds)
     since = next((w.since for w in snapshot.waiting if w.uid == pod.uid), snapshot.now)
     faster = None

@@ -13,19 +13,27 @@ jobs still on it then. A GPU running a job past its predicted end is never waite
 (when it ends is unknown). The pod waits as a pod that fits nowhere does, and decides
 again at each retry on fresh state; one that has waited `EXTENDER_HOLD_AFTER_S` takes
 what fits. Pods on several GPUs are not held back.
+
+The starvation guard's holds follow the same rule (`holds_in_force`): a waiter held for
+because it is much shorter (`EXTENDER_SHORT_FIRST`) may fit now on a GPU it refuses,
+waiting for a faster one; its hold goes on the GPU it waits for, not on the card it
+refuses (which the guard would otherwise keep from other pods for nothing).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from extender.core.fit import Fit
+from extender.core.fit import Fit, fit_rows
 from extender.core.gpu_table import GpuTable
 from extender.core.interference import Alphas
-from extender.core.room import jobs_ahead
-from extender.model import type_of
+from extender.core.job import PodJob
+from extender.core.room import NO_HOLDS, Hold, Holds, holds_against, jobs_ahead
+from extender.model import ClusterSnapshot, Limits, Need, Waiter, type_of
+from extender.settings import Settings
 from extender.policies.timeline_arrays import (
     left_after_s, shared_completions_s, waits_until_fit_s,
 )
@@ -46,6 +54,7 @@ class FasterLater:
     fits_in_s: float
     done_in_s: float
     here_s: float
+    row: int = -1  # in the table it was found in
 
     def reason(self) -> str:
         return (f"waiting for a faster GPU: done in ~{self.done_in_s:.0f} s on GPU "
@@ -88,4 +97,57 @@ def faster_later(table: GpuTable, fit: Fit, alphas: Alphas, now: float,
     layout = table.layouts[int(table.gpu_layout[row])]
     assert layout is not None  # a row with a finite need has a usable layout
     return FasterLater(table.names[int(table.gpu_node[row])], int(table.gpu_index[row]),
-                       type_of(layout), float(wait[best]), float(done[best]), here_s)
+                       type_of(layout), float(wait[best]), float(done[best]), here_s, row)
+
+
+def holds_in_force(job: PodJob, settings: Settings, alphas: Alphas) -> Holds:
+    """The holds against `job`'s pod (`room.holds_against`), each patient waiter's on the
+    GPU it waits for (module docstring). Filter and prioritize see the same."""
+    holds = holds_against(job, settings, alphas)
+    if not settings.wait_for_faster:
+        return holds
+    return patient_holds(holds, job.snapshot, settings.collocation, alphas,
+                         settings.wait_for_faster, settings.hold_after_s)
+
+
+def patient_holds(holds: Holds, snapshot: ClusterSnapshot, limits: Limits, alphas: Alphas,
+                  margin: float, patient_for_s: float) -> Holds:
+    """`holds` with each hold for a shorter waiter that fits now where it is held, and
+    would wait for a faster GPU (`faster_later` at `margin`, as its own filter decides
+    while it has waited less than `patient_for_s`), moved to that GPU, unless another
+    hold is there already."""
+    moving = [(gpu, hold) for gpu, hold in holds.items() if hold.shorter and hold.fits_in_s <= 0]
+    if not moving:
+        return holds
+    waiters = {waiter.uid: waiter for waiter in snapshot.waiting}
+    table = GpuTable.from_states(snapshot.nodes)
+    moved = dict(holds)
+    for gpu, hold in moving:
+        waiter = waiters.get(hold.uid)
+        if waiter is None or waiter.gpus > 1 or snapshot.now - waiter.since >= patient_for_s:
+            continue
+        fit = fit_rows(table, _WaiterNeeds(waiter), limits, NO_HOLDS)
+        faster = faster_later(table, fit, alphas, snapshot.now, margin)
+        if faster is None or (faster.node, faster.gpu_index) in moved:
+            continue
+        del moved[gpu]
+        moved[faster.node, faster.gpu_index] = Hold(
+            waiter.uid, float(fit.padded_mib[faster.row]), faster.fits_in_s, snapshot.now,
+            float(np.broadcast_to(alphas.rows(table), len(fit.room))[faster.row]),
+            int(fit.limit[faster.row]), shorter=True)
+    return moved
+
+
+class _WaiterNeeds(dict[str, Need]):
+    """A waiter's needs per GPU type as its filter estimated them; a type it was never
+    estimated for (not among its request's nodes) cannot take it."""
+
+    def __init__(self, waiter: Waiter) -> None:
+        super().__init__({gpu_type: Need(mib, seconds)
+                          for gpu_type, (mib, seconds) in waiter.needs.items()})
+
+    def __missing__(self, gpu_type: str) -> Need:
+        return _NEVER
+
+
+_NEVER = Need(math.inf, math.inf)

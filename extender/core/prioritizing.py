@@ -25,7 +25,8 @@ from extender.core import per_node
 from extender.core.gpu_table import GpuTable, judged_at_once
 from extender.core.interference import Alphas, alphas_for
 from extender.core.job import Assessment, PodJob
-from extender.core.room import NO_HOLDS, Holds, holds_against
+from extender.core.patience import holds_in_force
+from extender.core.room import NO_HOLDS, Holds
 from extender.model import ClusterSnapshot, Limits, Need, NodeGpus, NodeState
 from extender.policies.base import Placement, ScoringPolicy
 from extender.policies.timeline_arrays import remaining_s
@@ -39,7 +40,7 @@ def decide_scores(assessment: Assessment, nodes: Iterable[str],
         return dict.fromkeys(nodes, 0.0)
     snapshot = assessment.snapshot
     alphas = alphas_for(snapshot, settings)
-    holds = holds_against(assessment, settings, alphas)
+    holds = holds_in_force(assessment, settings, alphas)
     return score_nodes(snapshot, assessment.needs, settings.collocation, settings.policy, holds,
                        alphas)
 
