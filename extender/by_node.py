@@ -32,10 +32,15 @@ class _ByNode(Mapping[str, V], Generic[V]):
         self.array = values
         self._positions = positions
 
-    def __getitem__(self, name: str) -> V:
+    @property
+    def positions(self) -> Mapping[str, int]:
+        """Name -> index into `array`."""
         if self._positions is None:
             self._positions = {n: i for i, n in enumerate(self.names)}
-        value = self.array[self._positions[name]]
+        return self._positions
+
+    def __getitem__(self, name: str) -> V:
+        value = self.array[self.positions[name]]
         return value.item() if isinstance(value, np.generic) else value
 
     def __iter__(self) -> Iterator[str]:

@@ -47,10 +47,10 @@ Environment variables (the manifests in k8s/ use exactly these names):
                                    does; a pod that has waited EXTENDER_HOLD_AFTER_S no
                                    longer yields)
     EXTENDER_WAIT_FOR_FASTER       a pod that fits now waits instead when a GPU that frees
-                                   later would finish it this many times sooner (jobs
-                                   played forward; extender/core/patience.py); default
-                                   1.5, 0 disables; needs EXTENDER_HOLD_FOR; a pod that
-                                   has waited EXTENDER_HOLD_AFTER_S takes what fits
+                                   later would finish it more than this many times
+                                   sooner (jobs played forward; extender/core/patience.py);
+                                   default 1.5, 0 disables; needs EXTENDER_HOLD_FOR; a pod
+                                   that has waited EXTENDER_HOLD_AFTER_S takes what fits
     EXTENDER_WAIT_TTL_S            a waiting pod not filtered again for this long stops
                                    holding (default 600; kube-scheduler retries refused
                                    pods at least every 5 minutes)
@@ -250,6 +250,8 @@ def _number(env: Mapping[str, str], key: str, default, kind, low, high):  # type
     if raw is None or raw == "":
         return default
     try:
+        if "_" in raw:  # Python reads "1_5" as 15
+            raise ValueError(raw)
         value = kind(raw)
     except ValueError:
         raise SettingsError(f"{key}={raw!r}: expected a number in {low}..{high}") from None

@@ -68,12 +68,10 @@ def decide_filter(assessment: Assessment, nodes: Mapping[str, NodeGpus | None],
             and snapshot.now - since < settings.hold_after_s:
         table = GpuTable.from_states(snapshot.nodes)
         faster = faster_later(table, fit_rows(table, needs, limits, holds), alphas,
-                              snapshot.now, settings.wait_for_faster)
+                              snapshot.now, settings.wait_for_faster,
+                              settings.hold_after_s - (snapshot.now - since), holds)
         if faster is not None:
-            refused = Verdict(False, faster.reason())
-            verdicts = {name: refused if verdict.fits else verdict
-                        for name, verdict in verdicts.items()}
-            passing = []
+            verdicts, passing = _refused(verdicts, Verdict(False, faster.reason())), []
     held_nodes = sorted({node for node, _ in holds}, key=list(snapshot.nodes).index) \
         if holds else []
     held = {name: tuple(blocked) for name in held_nodes if verdicts[name].fits
@@ -215,6 +213,16 @@ def _short_verdict(table: GpuTable, fit: Fit, layout: int, room: int, free: floa
     assert gpus is not None and need is not None
     return Verdict(False, per_node.short_reason(need, gpus, fit.limits[layout], room,
                                                 None if index < 0 else (free, index)))
+
+
+def _refused(verdicts: Mapping[str, Verdict], refused: Verdict) -> Mapping[str, Verdict]:
+    """`verdicts` with every passing node's replaced by `refused` (as arrays, if they are)."""
+    if isinstance(verdicts, NodeVerdicts):
+        array = verdicts.array.copy()
+        array[verdicts.fits] = _objects([refused])
+        return NodeVerdicts(verdicts.names, array, np.zeros_like(verdicts.fits), [],
+                            verdicts.positions)
+    return {name: refused if verdict.fits else verdict for name, verdict in verdicts.items()}
 
 
 def _need(node: NodeState, needs: Mapping[str, Need]) -> Need:

@@ -87,16 +87,11 @@ def _fit_rows(table: GpuTable, needs: Mapping[str, Need], limits: Limits,
     row_padded, row_limit = padded[rows], np.array(layout_limits, dtype=np.int64)[rows]
     room = (table.gpu_jobs < row_limit) & (row_padded <= table.gpu_free)
     for (node, index), hold in holds.items():
-        position = table.positions.get(node)
-        if position is None or layout_needs[int(table.node_layout[position])] is None:
-            continue
-        start, size = int(table.node_start[position]), int(table.node_rows[position])
-        local = np.flatnonzero(table.gpu_index[start:start + size] == index)
-        if len(local):
-            row = start + int(local[0])
-            gpu = table[node].gpu_states[int(local[0])]
-            need = layout_needs[int(table.node_layout[position])]
-            assert need is not None
+        row = table.row_of(node, index)
+        need = None if row is None else layout_needs[int(table.gpu_layout[row])]
+        if row is not None and need is not None:
+            position = int(table.gpu_node[row])
+            gpu = table[node].gpu_states[row - int(table.node_start[position])]
             room[row] = has_room(gpu, need, int(row_limit[row]), hold)
     room_count = table.per_node(table.count_per_segment(room), 0)
     best_index = np.full(len(table.seg_nodes), NO_INDEX)

@@ -212,6 +212,15 @@ class GpuTable(Mapping[str, NodeState]):
     def layout_of(self, position: int) -> NodeGpus | None:
         return self.layouts[int(self.node_layout[position])]
 
+    def row_of(self, node: str, index: int) -> int | None:
+        """The row of GPU `index` of `node`; None when the table has no such GPU."""
+        position = self.positions.get(node)
+        if position is None:
+            return None
+        start, size = int(self.node_start[position]), int(self.node_rows[position])
+        local = np.flatnonzero(self.gpu_index[start:start + size] == index)
+        return start + int(local[0]) if len(local) else None
+
     def jobs_matrix(self, rows: IntArray, width: int, values: FloatArray) -> FloatArray:
         """`values` (a `jobs` column) of the first `width` jobs of each GPU row in `rows`,
         one row each, queue order; 0 past a row's own jobs."""

@@ -9,10 +9,12 @@ filter refuses the nodes that fit now when the job's soonest predicted completio
 them (sharing with each GPU's jobs, played forward) is more than `margin` times its
 soonest completion on a GPU that cannot take it yet: the seconds until it fits, played
 forward, plus kube-scheduler's retry back-off (`RETRY_S`) and its run there beside the
-jobs still on it then. A GPU running a job past its predicted end is never waited for
-(when it ends is unknown). The pod waits as a pod that fits nowhere does, and decides
+jobs still on it then. The pod waits as a pod that fits nowhere does, and decides
 again at each retry on fresh state; one that has waited `EXTENDER_HOLD_AFTER_S` takes
-what fits. Pods on several GPUs are not held back.
+what fits, so only a GPU that would take it before then is waited for. Never waited
+for: a GPU running a job past its predicted end (when it ends is unknown), one held
+for another waiting pod, one of a make the catalogue does not know; pods on several
+GPUs are not held back.
 
 The starvation guard's holds follow the same rule (`holds_in_force`): a waiter held for
 because it is much shorter (`EXTENDER_SHORT_FIRST`) may fit now on a GPU it refuses,
@@ -32,7 +34,7 @@ from extender.core.gpu_table import GpuTable
 from extender.core.interference import Alphas
 from extender.core.job import PodJob
 from extender.core.room import NO_HOLDS, Hold, Holds, holds_against, jobs_ahead
-from extender.model import ClusterSnapshot, Limits, Need, Waiter, type_of
+from extender.model import UNKNOWN_TYPE, ClusterSnapshot, Limits, Need, Waiter, type_of
 from extender.settings import Settings
 from extender.policies.timeline_arrays import (
     left_after_s, shared_completions_s, waits_until_fit_s,
@@ -63,11 +65,20 @@ class FasterLater:
                 f"free now")
 
 
-def faster_later(table: GpuTable, fit: Fit, alphas: Alphas, now: float,
-                 margin: float) -> FasterLater | None:
+def faster_later(table: GpuTable, fit: Fit, alphas: Alphas, now: float, margin: float,
+                 patience_s: float = math.inf, holds: Holds = NO_HOLDS) -> FasterLater | None:
     """The GPU the job should wait for (module docstring), None when the best GPU free now
-    is within `margin` of it, when nothing fits now, or for a multi-GPU job."""
+    is within `margin` of it, when nothing fits now, or for a multi-GPU job.
+
+    Never waited for: a GPU that would not take the job within `patience_s` (how long it
+    may still wait before it takes what fits), one `holds` keeps for another waiting pod,
+    and one of a make the catalogue does not know (its seconds there are the worst known
+    type's, not a prediction); and no job waits while such a GPU could take it now."""
     if not fit.room.any() or (fit.gpus > 1).any():
+        return None
+    unknown = np.array([g is not None and type_of(g) == UNKNOWN_TYPE for g in table.layouts],
+                       dtype=bool)[table.gpu_layout]
+    if (fit.room & unknown).any():
         return None
     alpha = np.broadcast_to(alphas.rows(table), len(fit.room))
     idle = fit.room & (table.gpu_jobs == 0)
@@ -77,8 +88,12 @@ def faster_later(table: GpuTable, fit: Fit, alphas: Alphas, now: float,
         remaining, _ = jobs_ahead(table, shared, now)
         here_s = min(here_s, float(shared_completions_s(remaining, fit.work_s[shared],
                                                         alpha[shared]).min()))
-    later = np.flatnonzero(~fit.room & (table.gpu_jobs > 0) & np.isfinite(fit.padded_mib)
-                           & ((fit.work_s + RETRY_S) * margin < here_s))
+    candidate = (~fit.room & ~unknown & (table.gpu_jobs > 0) & np.isfinite(fit.padded_mib)
+                 & ((fit.work_s + RETRY_S) * margin < here_s))
+    for node, index in holds:
+        if (row := table.row_of(node, index)) is not None:
+            candidate[row] = False
+    later = np.flatnonzero(candidate)
     if not len(later):
         return None
     remaining, mib = jobs_ahead(table, later, now)
@@ -87,6 +102,7 @@ def faster_later(table: GpuTable, fit: Fit, alphas: Alphas, now: float,
                              fit.limit[later], alpha[later])
     jobs = np.arange(remaining.shape[1])[None, :] < table.gpu_jobs[later][:, None]
     wait[(jobs & (remaining <= 0)).any(axis=1)] = np.inf  # when an overrun ends is unknown
+    wait[wait + RETRY_S > patience_s] = np.inf  # it would take what fits before then
     work = fit.work_s[later]
     done = wait + RETRY_S + shared_completions_s(left_after_s(remaining, wait, alpha[later]),
                                                  work, alpha[later])
@@ -114,8 +130,7 @@ def patient_holds(holds: Holds, snapshot: ClusterSnapshot, limits: Limits, alpha
                   margin: float, patient_for_s: float) -> Holds:
     """`holds` with each hold for a shorter waiter that fits now where it is held, and
     would wait for a faster GPU (`faster_later` at `margin`, as its own filter decides
-    while it has waited less than `patient_for_s`), moved to that GPU, unless another
-    hold is there already."""
+    while it has waited less than `patient_for_s`), moved to that GPU."""
     moving = [(gpu, hold) for gpu, hold in holds.items() if hold.shorter and hold.fits_in_s <= 0]
     if not moving:
         return holds
@@ -124,11 +139,13 @@ def patient_holds(holds: Holds, snapshot: ClusterSnapshot, limits: Limits, alpha
     moved = dict(holds)
     for gpu, hold in moving:
         waiter = waiters.get(hold.uid)
-        if waiter is None or waiter.gpus > 1 or snapshot.now - waiter.since >= patient_for_s:
+        if waiter is None or waiter.gpus > 1:
             continue
         fit = fit_rows(table, _WaiterNeeds(waiter), limits, NO_HOLDS)
-        faster = faster_later(table, fit, alphas, snapshot.now, margin)
-        if faster is None or (faster.node, faster.gpu_index) in moved:
+        others = {key: other for key, other in moved.items() if other.uid != waiter.uid}
+        faster = faster_later(table, fit, alphas, snapshot.now, margin,
+                              patient_for_s - (snapshot.now - waiter.since), others)
+        if faster is None:
             continue
         del moved[gpu]
         moved[faster.node, faster.gpu_index] = Hold(

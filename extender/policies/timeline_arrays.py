@@ -70,7 +70,8 @@ def left_after_s(works_s: FloatArray, at_s: FloatArray, alpha: float) -> FloatAr
             reached = np.minimum(start + (at_s - start_s) * _speed(count - i, alpha),
                                  pending[:, i])
         progressed = np.where(running, reached, progressed)
-    return np.where(works_s > 0, np.maximum(works_s - progressed[:, None], 0.0), 0.0)
+    with np.errstate(invalid="ignore"):  # an endless job (inf) that has progressed inf
+        return np.where(works_s > 0, np.maximum(works_s - progressed[:, None], 0.0), 0.0)
 
 
 def completion_sums_s(works_s: FloatArray, alpha: float) -> FloatArray:
