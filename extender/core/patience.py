@@ -80,16 +80,19 @@ def faster_later(table: GpuTable, fit: Fit, alphas: Alphas, now: float, margin: 
                        dtype=bool)[table.gpu_layout]
     if (fit.room & unknown).any():
         return None
-    alpha = np.broadcast_to(alphas.rows(table), len(fit.room))
     idle = fit.room & (table.gpu_jobs == 0)
     here_s = float(fit.work_s[idle].min()) if idle.any() else np.inf  # alone: its run
+    candidate = (~fit.room & ~unknown & (table.gpu_jobs > 0) & np.isfinite(fit.padded_mib)
+                 & ((fit.work_s + RETRY_S) * margin < here_s))
+    if not candidate.any():  # a busy GPU free now can only lower here_s: none ever will be
+        return None
+    alpha = np.broadcast_to(alphas.rows(table), len(fit.room))
     shared = np.flatnonzero(fit.room & (table.gpu_jobs > 0) & (fit.work_s < here_s))
     if len(shared):  # sharing only slows the job: only GPUs faster alone can do better
         remaining, _ = jobs_ahead(table, shared, now)
         here_s = min(here_s, float(shared_completions_s(remaining, fit.work_s[shared],
                                                         alpha[shared]).min()))
-    candidate = (~fit.room & ~unknown & (table.gpu_jobs > 0) & np.isfinite(fit.padded_mib)
-                 & ((fit.work_s + RETRY_S) * margin < here_s))
+        candidate &= (fit.work_s + RETRY_S) * margin < here_s
     for node, index in holds:
         if (row := table.row_of(node, index)) is not None:
             candidate[row] = False
