@@ -185,7 +185,8 @@ PHASES = ("parse", "state sync", "estimation", "decision", "write", "encode")
 
 
 def phase_profile(url: str, bodies: list[bytes], now: Callable[[], float]) -> dict[str, Any]:
-    """Median milliseconds per pod (filter + prioritize) of each phase, in-process."""
+    """Median milliseconds per pod (filter + prioritize) of each phase, in-process, with
+    the settings the served extender reads from the environment."""
     # Imported here: the HTTP comparison alone also runs against older checkouts.
     from estimator.predict import Estimator
     from extender.core import filtering, prioritizing
@@ -200,7 +201,7 @@ def phase_profile(url: str, bodies: list[bytes], now: Callable[[], float]) -> di
     from extender.wire import kube as wire_kube
     from extender.wire.objects import NodeLayouts
 
-    settings = Settings(redis_url=url, bind_mode="record")
+    settings = Settings.from_env({**os.environ, "REDIS_URL": url, "EXTENDER_BIND": "record"})
     store = RedisStore.from_url(url)
     estimator = Estimator.load(design=settings.estimator_design)
     estimator.warm()
