@@ -3,6 +3,7 @@ one frees soon enough to finish it much sooner."""
 
 import dataclasses
 import math
+import random
 
 import numpy as np
 import pytest
@@ -14,7 +15,10 @@ from extender.core.interference import alphas_for
 from extender.core.job import PodJob
 from extender.core.patience import RETRY_S, faster_later
 from extender.core.room import has_room, holds_against
-from extender.model import UNKNOWN_TYPE, ClusterSnapshot, Need, PodDemand, Waiter, type_of
+from extender.model import (
+    UNKNOWN_TYPE, ClusterSnapshot, GpuState, Limits, Need, NodeGpus, NodeState, PodDemand,
+    QueuedJob, Waiter, type_of,
+)  # fmt: skip
 from extender.policies import timeline
 from extender.policies.timeline_arrays import left_after_s
 from extender.settings import Settings
@@ -241,3 +245,68 @@ def test_the_arrays_agree_with_the_per_gpu_timeline_on_the_recorded_cases() -> N
                     expected is None or expected != _reference(job, settings, margin, math.inf)):
                 cut_short += 1
     assert triggered >= 6 and cut_short >= 1  # 7 and 2 when written
+
+
+def test_random_clusters_agree_with_the_reference_on_both_paths() -> None:
+    """Seeded random clusters (learned alphas per type, multi-GPU nodes, nodes without a
+    usable layout, cards of unknown make, ended and endless-looking jobs, waiters and
+    holds): `faster_later` answers as the per-GPU loop does, no numpy error is raised,
+    and a request judged node by node gets the verdicts of the same nodes over arrays."""
+    memory = {"RTX-2070S": 8192, "RTX-3090": 24576, "A100": 40960, None: 81920}
+    rng = random.Random(7)
+    triggered = 0
+    for _ in range(400):
+        nodes = {}
+        for n in range(rng.randint(1, 6)):
+            name, kind = f"n{n}", rng.random()
+            if kind < 0.1:
+                nodes[name] = NodeState(name, None, ())
+                continue
+            if kind < 0.15:
+                nodes[name] = NodeState(name, NodeGpus("x", "RTX-3090", 0, 24576, 1, "bad"), ())
+                continue
+            gpu_type = rng.choice(["RTX-2070S"] * 4 + ["RTX-3090"] * 4 + ["A100", None])
+            count = rng.choice([1, 1, 2, 4])
+            states = tuple(GpuState(name, i, memory[gpu_type], tuple(
+                QueuedJob(f"{name}-{i}-{j}", rng.choice([2000.0, 6000.0, 12000.0]),
+                          rng.choice([0.0, rng.uniform(10, 2000)]),
+                          rng.choice([0.0, NOW - rng.uniform(0, 300), NOW]))
+                for j in range(rng.choice([0, 0, 1, 2, 3])))) for i in range(count))
+            nodes[name] = NodeState(name, NodeGpus("p", gpu_type, count, memory[gpu_type],
+                                                   rng.choice([0, 2, 4])), states)
+        if rng.random() < 0.7:  # an idle slow card: the case the rule is for
+            nodes["slow"] = node_state("slow", [[]], gpu_type="RTX-2070S", memory=8192)
+        needs = {"RTX-2070S": Need(rng.choice([4000.0, 6000.0, 9000.0]), rng.uniform(1000, 3000)),
+                 "RTX-3090": Need(rng.choice([6000.0, 14000.0, 20000.0]), rng.uniform(100, 800)),
+                 "A100": Need(rng.choice([6000.0, 30000.0]), rng.uniform(50, 500)),
+                 UNKNOWN_TYPE: Need(6000.0, rng.uniform(500, 5000))}
+        waiting = tuple(Waiter(f"w{k}", NOW - rng.choice([10, 1000]), {
+            t: (n.padded_mib, n.predicted_s * rng.uniform(0.1, 2)) for t, n in needs.items()},
+            f"ml/w{k}") for k in range(rng.choice([0, 0, 1, 2])))
+        learned = {t: rng.choice([0.0, 0.3, 1.2, 3.0]) for t in memory if t and rng.random() < 0.6}
+        settings = Settings(collocation=Limits(4, {"RTX-3090": 2}), hold_for=rng.choice([1, 2]),
+                            hold_after_s=900, short_first=rng.choice([0.0, 4.0]),
+                            interference_learn=True)
+        job = PodJob(DEMAND, ClusterSnapshot(NOW, nodes, waiting, alphas=learned), needs)
+        with np.errstate(all="raise"):
+            alphas = alphas_for(job.snapshot, settings)
+            holds = holds_against(job, settings, alphas)
+            table = GpuTable.from_states(nodes)
+            fit = fit_rows(table, needs, settings.collocation, holds)
+            for margin, patience_s in ((1.01, math.inf), (1.5, math.inf), (1.01, 400.0)):
+                expected = _reference(job, settings, margin, patience_s)
+                got = faster_later(table, fit, alphas, NOW, margin, patience_s, holds)
+                assert (got is None) == (expected is None)
+                if got is not None:
+                    here, (done, node, index) = expected
+                    assert (got.node, got.gpu_index) == (node, index)
+                    assert got.here_s == pytest.approx(here)
+                    assert got.done_in_s == pytest.approx(done)
+                    triggered += 1
+            pad = {f"z{k}": NodeState(f"z{k}", None, ()) for k in range(40)}  # arrays from 32
+            few = decide_filter(job, dict.fromkeys(nodes), settings)
+            many = decide_filter(PodJob(DEMAND, ClusterSnapshot(NOW, {**nodes, **pad}, waiting,
+                                                                alphas=learned), needs),
+                                 dict.fromkeys({**nodes, **pad}), settings)
+        assert {n: few.verdicts[n] for n in nodes} == {n: many.verdicts[n] for n in nodes}
+    assert triggered >= 12  # 16 when written
