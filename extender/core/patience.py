@@ -35,10 +35,10 @@ from extender.core.interference import Alphas
 from extender.core.job import PodJob
 from extender.core.room import NO_HOLDS, Hold, Holds, holds_against, jobs_ahead
 from extender.model import UNKNOWN_TYPE, ClusterSnapshot, Limits, Need, Waiter, type_of
-from extender.settings import Settings
 from extender.policies.timeline_arrays import (
     left_after_s, shared_completions_s, waits_until_fit_s,
 )
+from extender.settings import Settings
 
 #: Seconds a refused pod may take to come back once the GPU frees: kube-scheduler's
 #: podMaxBackoffSeconds (default 10). Short jobs are never worth the round trip.
