@@ -153,8 +153,7 @@ def patient_holds(holds: Holds, snapshot: ClusterSnapshot, limits: Limits, alpha
         del moved[gpu]
         moved[faster.node, faster.gpu_index] = Hold(
             waiter.uid, float(fit.padded_mib[faster.row]), faster.fits_in_s, snapshot.now,
-            float(np.broadcast_to(alphas.rows(table), len(fit.room))[faster.row]),
-            int(fit.limit[faster.row]), shorter=True)
+            alphas.of(table[faster.node].gpus), int(fit.limit[faster.row]), shorter=True)
     return moved
 
 
