@@ -18,8 +18,10 @@ GPUs are not held back.
 
 The starvation guard's holds follow the same rule (`holds_in_force`): a waiter held for
 because it is much shorter (`EXTENDER_SHORT_FIRST`) may fit now on a GPU it refuses,
-waiting for a faster one; its hold goes on the GPU it waits for, not on the card it
-refuses (which the guard would otherwise keep from other pods for nothing).
+waiting for a faster one; its hold is dropped, not kept on the card it refuses (which
+the guard would otherwise keep from other pods for nothing), nor moved to the card it
+waits for (which keeps that card from longer jobs for a request its own retry takes
+anyway: replayed, it cost average JCT and gained nothing).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from extender.core.fit import Fit, fit_rows
 from extender.core.gpu_table import GpuTable
 from extender.core.interference import Alphas
 from extender.core.job import PodJob
-from extender.core.room import NO_HOLDS, Hold, Holds, holds_against, jobs_ahead
+from extender.core.room import NO_HOLDS, Holds, holds_against, jobs_ahead
 from extender.model import UNKNOWN_TYPE, ClusterSnapshot, Limits, Need, Waiter, type_of
 from extender.policies.timeline_arrays import (
     left_after_s, shared_completions_s, waits_until_fit_s,
@@ -120,8 +122,8 @@ def faster_later(table: GpuTable, fit: Fit, alphas: Alphas, now: float, margin: 
 
 
 def holds_in_force(job: PodJob, settings: Settings, alphas: Alphas) -> Holds:
-    """The holds against `job`'s pod (`room.holds_against`), each patient waiter's on the
-    GPU it waits for (module docstring). Filter and prioritize see the same."""
+    """The holds against `job`'s pod (`room.holds_against`) but those for patient waiters
+    (module docstring). Filter and prioritize see the same."""
     holds = holds_against(job, settings, alphas)
     if not settings.wait_for_faster:
         return holds
@@ -131,30 +133,25 @@ def holds_in_force(job: PodJob, settings: Settings, alphas: Alphas) -> Holds:
 
 def patient_holds(holds: Holds, snapshot: ClusterSnapshot, limits: Limits, alphas: Alphas,
                   margin: float, patient_for_s: float) -> Holds:
-    """`holds` with each hold for a shorter waiter that fits now where it is held, and
+    """`holds` without those for a shorter waiter that fits now where it is held, and
     would wait for a faster GPU (`faster_later` at `margin`, as its own filter decides
-    while it has waited less than `patient_for_s`), moved to that GPU."""
-    moving = [(gpu, hold) for gpu, hold in holds.items() if hold.shorter and hold.fits_in_s <= 0]
-    if not moving:
+    while it has waited less than `patient_for_s`)."""
+    patient = [(gpu, hold) for gpu, hold in holds.items() if hold.shorter and hold.fits_in_s <= 0]
+    if not patient:
         return holds
     waiters = {waiter.uid: waiter for waiter in snapshot.waiting}
     table = GpuTable.from_states(snapshot.nodes)
-    moved = dict(holds)
-    for gpu, hold in moving:
+    kept = dict(holds)
+    for gpu, hold in patient:
         waiter = waiters.get(hold.uid)
         if waiter is None or waiter.gpus > 1:
             continue
         fit = fit_rows(table, _WaiterNeeds(waiter), limits, NO_HOLDS)
-        others = {key: other for key, other in moved.items() if other.uid != waiter.uid}
-        faster = faster_later(table, fit, alphas, snapshot.now, margin,
-                              patient_for_s - (snapshot.now - waiter.since), others)
-        if faster is None:
-            continue
-        del moved[gpu]
-        moved[faster.node, faster.gpu_index] = Hold(
-            waiter.uid, float(fit.padded_mib[faster.row]), faster.fits_in_s, snapshot.now,
-            alphas.of(table[faster.node].gpus), int(fit.limit[faster.row]), shorter=True)
-    return moved
+        others = {key: other for key, other in kept.items() if other.uid != waiter.uid}
+        if faster_later(table, fit, alphas, snapshot.now, margin,
+                        patient_for_s - (snapshot.now - waiter.since), others) is not None:
+            del kept[gpu]
+    return kept
 
 
 class _WaiterNeeds(dict[str, Need]):
