@@ -3,9 +3,11 @@
 Each verb reads once, asks the estimator once, lets a decision function of
 `extender.core` decide, and writes once:
 
-    filter      assess (annotations, one snapshot read, needs per GPU type)
+    filter      assess (annotations, one snapshot read, needs per GPU type; in names
+                mode the pod's record for bind written in the read's round trip)
                 -> core.filtering.decide_filter -> store.record_filter (one write, with
-                the decisions a waiting pod is told)
+                the decisions a waiting pod is told; names mode: only when the decision
+                adds holds, a wait or decisions to the record)
     prioritize  assess -> core.prioritizing.decide_scores (no write)
     bind        (api mode: the pod read from the API server, core.binding.check_live_pod)
                 -> store.filter_record -> snapshot of the node (core.binding.trusted_layout)
@@ -66,9 +68,17 @@ class Scheduler:
         self._cycle: tuple[str, float] | None = None  # the pod filtered last, when (monotonic)
 
     def filter(self, pod: PodInfo, nodes: NodeLayoutsByName) -> filtering.FilterDecision:
-        decision = filtering.decide_filter(self._assess(pod, nodes), nodes, self.settings)
+        """In names mode the record bind reads (the pod's demand) does not depend on the
+        decision: it is written in the snapshot's round trip, and again only when the
+        decision adds to it (holds, a wait, decisions told)."""
+        with_read = not any(nodes.values())
+        assessment = self._assess(pod, nodes, record_with_read=with_read)
+        decision = filtering.decide_filter(assessment, nodes, self.settings)
         self._cycle = (pod.uid, time.monotonic())
-        if decision.record is not None:
+        written = (FilterRecord(assessment.demand)
+                   if with_read and isinstance(assessment, PodJob) else None)
+        if decision.record is not None and (decision.record != written or decision.told
+                                            or decision.waiter is not None):
             self.store.record_filter(decision.record, self.settings.demand_ttl_s,
                                      decision.waiter, self.clock(), self.settings.wait_ttl_s,
                                      decision.told, self.settings.decision_repeat_s)
@@ -180,9 +190,11 @@ class Scheduler:
                             self.clock(), self.settings.decision_repeat_s)
         return annotations
 
-    def _assess(self, pod: PodInfo, nodes: NodeLayoutsByName, sync: bool = True) -> Assessment:
-        """Annotations parsed, one snapshot read (`RedisStore.snapshot`'s `sync`), the
-        estimator asked once."""
+    def _assess(self, pod: PodInfo, nodes: NodeLayoutsByName, sync: bool = True,
+                record_with_read: bool = False) -> Assessment:
+        """Annotations parsed, one snapshot read (`RedisStore.snapshot`'s `sync`; with the
+        pod's bare filter record written in it when `record_with_read`, dropped again
+        if the pod is refused), the estimator asked once."""
         try:
             demand = parse_demand(pod)
             if demand is None:
@@ -192,12 +204,20 @@ class Scheduler:
             waiters = WaitersRead(pod.uid, self.settings.hold_for + 1,
                                   self.settings.prioritize_reuse_s,
                                   SHORT_HOLDS if self.settings.short_first else 0)
-            snapshot = self.store.snapshot(nodes, self.clock(), sync=sync, waiters=waiters)
+            record = FilterRecord(demand) if record_with_read else None
+            snapshot = self.store.snapshot(nodes, self.clock(), sync=sync, waiters=waiters,
+                                           record=record,
+                                           record_ttl_s=self.settings.demand_ttl_s)
+        except (AnnotationError, EstimatorError) as exc:
+            return Refused(str(exc))
+        try:
             layouts = distinct_layouts(snapshot.nodes)
             needs = self._needs(demand, layouts, snapshot.floors)
             check_fits_somewhere(demand, needs, layouts)
             return PodJob(demand, snapshot, needs)
         except (AnnotationError, EstimatorError) as exc:
+            if record is not None:
+                self.store.forget_filter(demand.uid)
             return Refused(str(exc))
 
     def _needs(self, demand: PodDemand, layouts: Iterable[NodeGpus | None],

@@ -193,6 +193,7 @@ def phase_profile(url: str, bodies: list[bytes], now: Callable[[], float]) -> di
     from extender.core.annotations import parse_demand
     from extender.core.gpu_table import distinct_layouts
     from extender.core.job import PodJob
+    from extender.model import FilterRecord
     from extender.service import Scheduler
     from extender.settings import Settings
     from extender.sizing import Sizer, check_fits_somewhere
@@ -220,9 +221,13 @@ def phase_profile(url: str, bodies: list[bytes], now: Callable[[], float]) -> di
             spent["parse"] += clock.lap()
             demand = parse_demand(args.pod)
             assert demand is not None, "bench pods are annotated"
-            snapshot = store.snapshot(args.nodes, now(), sync=verb == "filter",  # the cycle
+            # the cycle; in names mode filter's record goes with its read (`Scheduler.filter`)
+            written = FilterRecord(demand) if verb == "filter" and not any(
+                args.nodes.values()) else None
+            snapshot = store.snapshot(args.nodes, now(), sync=verb == "filter",
                                       waiters=WaitersRead(demand.uid, settings.hold_for + 1,
-                                                          settings.prioritize_reuse_s))
+                                                          settings.prioritize_reuse_s),
+                                      record=written, record_ttl_s=settings.demand_ttl_s)
             spent["state sync"] += clock.lap()
             kinds = distinct_layouts(snapshot.nodes)
             needs = sizer.needs(demand, kinds, snapshot.floors)
@@ -232,7 +237,8 @@ def phase_profile(url: str, bodies: list[bytes], now: Callable[[], float]) -> di
             if verb == "filter":
                 decision = filtering.decide_filter(job, args.nodes, settings)
                 spent["decision"] += clock.lap()
-                if decision.record is not None:
+                if decision.record is not None and (decision.record != written
+                                                    or decision.waiter or decision.told):
                     store.record_filter(decision.record, settings.demand_ttl_s, decision.waiter,
                                         snapshot.now, settings.wait_ttl_s, decision.told)
                 spent["write"] += clock.lap()

@@ -71,7 +71,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict
 from typing import Any, NamedTuple
 
@@ -150,6 +151,18 @@ def demand_key(uid: str) -> str:
     return f"st:demand:{uid}"
 
 
+def _record_payload(record: FilterRecord) -> bytes:
+    """A filter record as stored (`RedisStore.filter_record` reads it back)."""
+    groups: dict[tuple[Any, ...], list[str]] = {}  # most nodes share a few layouts
+    for name, layout in record.layouts.items():
+        groups.setdefault(layout.as_row(), []).append(name)
+    stored: dict[str, Any] = {"demand": record.demand,  # orjson writes the dataclass
+                              "groups": [[row, names] for row, names in groups.items()]}
+    if record.held:
+        stored["held"] = {n: list(indices) for n, indices in record.held.items()}
+    return orjson.dumps(stored)
+
+
 class RedisStore:
     """Atomic, named operations on the shared state."""
 
@@ -187,7 +200,8 @@ class RedisStore:
 
     def snapshot(self, nodes: Mapping[str, NodeGpus | None], now: float,
                  vet: LayoutRule | None = None, sync: bool = True,
-                 waiters: WaitersRead = EVERY_WAITER) -> ClusterSnapshot:
+                 waiters: WaitersRead = EVERY_WAITER,
+                 record: FilterRecord | None = None, record_ttl_s: int = 0) -> ClusterSnapshot:
         """A frozen read of the named nodes' queues and of the waiters (one round trip while
         node layouts are unchanged). A layout of None is read from the node watcher's hash.
 
@@ -196,10 +210,14 @@ class RedisStore:
         `waiters`: which waiters to read (`WaitersRead`; a request needs only its pod's own
         entry and the oldest few, whatever the number waiting).
         `sync=False` reads this worker's mirror as the last snapshot left it, with no
-        round trip (prioritize of the pod that snapshot was read for)."""
+        round trip (prioritize of the pod that snapshot was read for).
+        `record`, when given, is written as `record_filter(record, record_ttl_s)` writes it,
+        in the same round trip as the read (a record that does not depend on the decision:
+        names mode, before any hold or wait is known); it forces a sync."""
         with self._mirror_lock:
-            if sync or self._synced is None or self._synced_waiters != waiters:
-                self._synced = self._sync_mirror(now, waiters)
+            if sync or record is not None or self._synced is None \
+                    or self._synced_waiters != waiters:
+                self._synced = self._sync_mirror(now, waiters, record, record_ttl_s)
                 self._synced_waiters = waiters
             nodes_rev, waiting, floors, alphas = self._synced
             watched = self._layouts(nodes_rev)  # re-read only when the watcher changed one
@@ -219,17 +237,19 @@ class RedisStore:
                                floors=floors_from_pairs(floors),
                                alphas=alphas_from_pairs(alphas))
 
-    def _sync_mirror(self, now: float,
-                     waiters: WaitersRead) -> tuple[str, list[str], list[str], list[str]]:
-        """Bring the mirror up to date: one script call returning only what changed.
+    def _sync_mirror(self, now: float, waiters: WaitersRead, record: FilterRecord | None = None,
+                     record_ttl_s: int = 0) -> tuple[str, list[str], list[str], list[str]]:
+        """Bring the mirror up to date: one script call returning only what changed (with
+        `record` written in the same round trip when given).
 
         Returns the node layouts' rev, the raw waiters, OOM floors and learned alphas,
         read in the same call."""
         mirror = self._mirror
         read = [now, waiters.pod_uid, -1 if waiters.oldest is None else waiters.oldest,
                 now + waiters.live_for_s, waiters.shortest]
-        epoch, rev, nodes_rev, waiting, floors, alphas, *changed = self._call(
-            self._changes, keys=[NODES_REV_KEY], args=[mirror.rev, *read])
+        reply = (self._call(self._changes, keys=[NODES_REV_KEY], args=[mirror.rev, *read])
+                 if record is None else self._write_and_sync(record, record_ttl_s, read))
+        epoch, rev, nodes_rev, waiting, floors, alphas, *changed = reply
         if epoch != mirror.epoch or int(rev) < mirror.rev:
             mirror.reset(epoch)
             _, rev, nodes_rev, waiting, floors, alphas, *changed = self._call(
@@ -241,6 +261,22 @@ class RedisStore:
                 updates.append((node, int(index), queued_jobs(rows)))
         mirror.apply(int(rev), updates)
         return nodes_rev, waiting, floors, alphas
+
+    def _write_and_sync(self, record: FilterRecord, ttl_s: int, read: list[Any]) -> list[Any]:
+        """`record` written and the changes script's reply, in one round trip: by its sha
+        (redis-py's pipelined scripts ask SCRIPT EXISTS first, a round trip of its own),
+        loaded and run again where Redis does not have it (restarted, flushed)."""
+        args = [self._mirror.rev, *read]
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.set(demand_key(record.demand.uid), _record_payload(record), ex=ttl_s)
+        pipe.evalsha(self._changes.sha, 1, NODES_REV_KEY, *args)
+        with self._errors_translated():  # a command's own error, not the pipeline's wrapper
+            written, reply = pipe.execute(raise_on_error=False)
+            if isinstance(reply, redis.exceptions.NoScriptError):
+                reply = self._changes(keys=[NODES_REV_KEY], args=args)
+            if error := next((r for r in (written, reply) if isinstance(r, Exception)), None):
+                raise error
+        return reply
 
     def raise_floor(self, job_type: str, mib: float) -> float:
         """Let the job type reserve at least `mib` from now on (a floor only rises);
@@ -452,14 +488,7 @@ class RedisStore:
         nowhere, record or refresh it as a waiter until `now + wait_ttl_s` (expired or
         unreadable waiters go), and log its `decisions` (each told once per `repeat_s`):
         one transaction, one round trip."""
-        groups: dict[tuple[Any, ...], list[str]] = {}  # most nodes share a few layouts
-        for name, layout in record.layouts.items():
-            groups.setdefault(layout.as_row(), []).append(name)
-        demand: dict[str, Any] = {"demand": record.demand,  # orjson writes the dataclass
-                                  "groups": [[row, names] for row, names in groups.items()]}
-        if record.held:
-            demand["held"] = {n: list(indices) for n, indices in record.held.items()}
-        key, payload = demand_key(record.demand.uid), orjson.dumps(demand)
+        key, payload = demand_key(record.demand.uid), _record_payload(record)
         if waiter is None and not decisions:  # the common case: one command, no transaction
             self._call(self._redis.set, key, payload, ex=ttl_s)
             return
@@ -547,6 +576,10 @@ class RedisStore:
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             return None
 
+    def forget_filter(self, uid: str) -> None:
+        """Drop the pod's filter record (written with the read, then the pod was refused)."""
+        self._call(self._redis.delete, demand_key(uid))
+
     def waiters(self, now: float) -> tuple[Waiter, ...]:
         """Live waiters, oldest first (for inspection; requests get them in the snapshot)."""
         return live_waiters(self._call(self._redis.hvals, WAITING_KEY), now)
@@ -602,8 +635,13 @@ class RedisStore:
         return alphas_from_pairs(self._call(self._redis.hgetall, INTERFERENCE_KEY))
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
+        with self._errors_translated():
             return fn(*args, **kwargs)
+
+    @contextmanager
+    def _errors_translated(self) -> Iterator[None]:
+        try:
+            yield
         except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
             raise StoreUnavailable(f"state store unreachable ({exc}); retry") from exc
         except redis.ResponseError as exc:

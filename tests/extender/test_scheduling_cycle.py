@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from extender.model import NodeGpus
 from extender.web.app import create_app
 from tests.builders import bind_args, filter_args, make_node, make_pod
 
@@ -75,3 +76,53 @@ def test_no_reuse_when_the_window_is_zero(replicas, settings) -> None:
     pod, idle = _cycle(here)
     _busy_big(there)
     assert _scores(here, pod) != idle
+
+
+RTX_3090 = NodeGpus("NVIDIA-GeForce-RTX-3090", "RTX-3090", 1, 24576, share_slots=4)
+
+# In names mode the record bind reads is the pod's demand alone: filter writes it in the
+# snapshot's round trip, so a pod's whole cycle is one round trip (it was two).
+
+def _round_trips(redis_client, cycle) -> int:
+    """Requests Redis read while `cycle` ran (its own counter; the INFO calls excluded)."""
+    before = int(redis_client.info("stats")["total_reads_processed"])
+    cycle()
+    return int(redis_client.info("stats")["total_reads_processed"]) - before - 1
+
+
+@pytest.mark.parametrize("node_count", [2, 40])  # node by node, and over arrays
+def test_a_names_mode_cycle_is_one_round_trip_and_bind_reads_its_record(
+        client, store, redis_client, node_count) -> None:
+    nodes = [make_node(f"n{i}", "NVIDIA-GeForce-RTX-3090", memory_mib=24576, replicas=4)
+             for i in range(node_count)]
+    for name in (n["metadata"]["name"] for n in nodes):
+        store.put_node(name, RTX_3090)
+
+    def cycle(pod: dict) -> None:
+        out = client.post("/filter", json=filter_args(pod, nodes, names_only=True)).get_json()
+        assert out["Error"] == "" and len(out["NodeNames"]) == node_count
+        assert client.post("/prioritize",
+                           json=filter_args(pod, nodes, names_only=True)).status_code == 200
+
+    cycle(make_pod("warm", model="resnet50", task="train", batch=32, epochs=1))
+    pod = make_pod("pod", model="resnet50", task="train", batch=32, epochs=1)
+    assert _round_trips(redis_client, lambda: cycle(pod)) == 1
+    assert 0 < redis_client.ttl(f"st:demand:{pod['metadata']['uid']}") <= 900
+    assert client.post("/bind", json=bind_args(pod, "n1")).get_json() == {"Error": ""}
+    redis_client.script_flush()  # a restarted Redis: the script is loaded again
+    cycle(make_pod("after", model="resnet50", task="train", batch=32, epochs=1))
+
+
+def test_a_pod_refused_after_the_read_keeps_no_record(client, store, redis_client) -> None:
+    store.put_node("small", RTX_3090)
+    pod = make_pod("huge", model="resnet50", task="train", batch=32, epochs=1)
+    filter_args_ok = filter_args(pod, [make_node("small")], names_only=True)
+    assert client.post("/filter", json=filter_args_ok).get_json()["NodeNames"] == ["small"]
+    assert redis_client.exists(f"st:demand:{pod['metadata']['uid']}")
+    # The same pod, now too large for every GPU (read after the record was written).
+    too_big = make_pod("huge", uid=pod["metadata"]["uid"], model="resnet50", task="train",
+                       batch=4096, epochs=1)
+    out = client.post("/filter", json=filter_args(too_big, [make_node("small")],
+                                                  names_only=True)).get_json()
+    assert out["NodeNames"] == [] and "small" in out["FailedAndUnresolvableNodes"]
+    assert not redis_client.exists(f"st:demand:{pod['metadata']['uid']}")
