@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import suppress
 from collections.abc import Callable, Iterable, Mapping
 
 from estimator.errors import EstimatorError, UnknownModel
@@ -37,7 +38,7 @@ from extender.core.gpu_table import distinct_layouts
 from extender.core.interference import alphas_for
 from extender.core.job import Assessment, NotOurs, PodJob, Refused
 from extender.core.room import SHORT_HOLDS
-from extender.errors import Conflict
+from extender.errors import Conflict, StoreUnavailable
 from extender.model import (
     FilterRecord, Need, NodeGpus, PodDemand, PodInfo, Reservation,
 )  # fmt: skip
@@ -194,30 +195,33 @@ class Scheduler:
                 record_with_read: bool = False) -> Assessment:
         """Annotations parsed, one snapshot read (`RedisStore.snapshot`'s `sync`; with the
         pod's bare filter record written in it when `record_with_read`, dropped again
-        if the pod is refused), the estimator asked once."""
+        if the pod is refused or the store fails), the estimator asked once."""
         try:
             demand = parse_demand(pod)
-            if demand is None:
-                return NotOurs()
-            # Its own entry (when it waits), the oldest few and the shortest few: all that
-            # holds read, enough of them live still when prioritize reuses this read.
-            waiters = WaitersRead(pod.uid, self.settings.hold_for + 1,
-                                  self.settings.prioritize_reuse_s,
-                                  SHORT_HOLDS if self.settings.short_first else 0)
-            record = FilterRecord(demand) if record_with_read else None
+        except (AnnotationError, EstimatorError) as exc:
+            return Refused(str(exc))
+        if demand is None:
+            return NotOurs()
+        # Its own entry (when it waits), the oldest few and the shortest few: all that
+        # holds read, enough of them live still when prioritize reuses this read.
+        waiters = WaitersRead(pod.uid, self.settings.hold_for + 1,
+                              self.settings.prioritize_reuse_s,
+                              SHORT_HOLDS if self.settings.short_first else 0)
+        record = FilterRecord(demand) if record_with_read else None
+        try:
             snapshot = self.store.snapshot(nodes, self.clock(), sync=sync, waiters=waiters,
                                            record=record,
                                            record_ttl_s=self.settings.demand_ttl_s)
-        except (AnnotationError, EstimatorError) as exc:
-            return Refused(str(exc))
-        try:
             layouts = distinct_layouts(snapshot.nodes)
             needs = self._needs(demand, layouts, snapshot.floors)
             check_fits_somewhere(demand, needs, layouts)
             return PodJob(demand, snapshot, needs)
-        except (AnnotationError, EstimatorError) as exc:
-            if record is not None:
-                self.store.forget_filter(demand.uid)
+        except (AnnotationError, EstimatorError, StoreUnavailable) as exc:
+            if record is not None:  # refused, or an error: no record left (Redis may be down)
+                with suppress(StoreUnavailable):
+                    self.store.forget_filter(demand.uid)
+            if isinstance(exc, StoreUnavailable):
+                raise
             return Refused(str(exc))
 
     def _needs(self, demand: PodDemand, layouts: Iterable[NodeGpus | None],

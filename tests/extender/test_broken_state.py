@@ -75,6 +75,24 @@ def test_a_key_of_the_wrong_type_is_a_retriable_error_and_others_pass(client,
     assert unannotated["NodeNames"] == ["ok"]
 
 
+@pytest.mark.parametrize(("key", "model"), [
+    ("st:waiting", "resnet50"),  # read by the changes script, after the record's write
+    ("st:models", "not-a-known-model"),  # read after the snapshot: the registry
+])
+def test_a_names_mode_filter_that_errs_leaves_redis_as_it_was(client, raw_redis, key,
+                                                             model) -> None:
+    # Names mode writes the pod's record in the read's pipeline: an error after it must
+    # take the record back, as an answer with its Error set changes nothing.
+    raw_redis.hset("st:nodes", "ok", THREE_090)
+    _filter_names(client, ["ok"])  # the script's own keys exist
+    raw_redis.set(key, "wrong type")
+    before = {k: raw_redis.dump(k) for k in raw_redis.keys("*")}
+    out = client.post("/filter", json=filter_args(make_pod(model=model), [make_node("ok")],
+                                                  names_only=True)).get_json()
+    assert "WRONGTYPE" in out["Error"]
+    assert {k: raw_redis.dump(k) for k in raw_redis.keys("*")} == before
+
+
 def test_the_queue_report_lists_jobs_on_gpus_no_layout_has_and_stays_small() -> None:
     def job(uid: str, node: str, index: int) -> JobRecord:
         return JobRecord(uid=uid, pod=uid, namespace="ml", model="m", task="train", node=node,
