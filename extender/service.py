@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import logging
 import time
-from contextlib import suppress
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import suppress
 
 from estimator.errors import EstimatorError, UnknownModel
 from estimator.predict import Estimator
@@ -78,8 +78,7 @@ class Scheduler:
         self._cycle = (pod.uid, time.monotonic())
         written = (FilterRecord(assessment.demand)
                    if with_read and isinstance(assessment, PodJob) else None)
-        if decision.record is not None and (decision.record != written or decision.told
-                                            or decision.waiter is not None):
+        if decision.writes_beyond(written):
             self.store.record_filter(decision.record, self.settings.demand_ttl_s,
                                      decision.waiter, self.clock(), self.settings.wait_ttl_s,
                                      decision.told, self.settings.decision_repeat_s)

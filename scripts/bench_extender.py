@@ -237,8 +237,7 @@ def phase_profile(url: str, bodies: list[bytes], now: Callable[[], float]) -> di
             if verb == "filter":
                 decision = filtering.decide_filter(job, args.nodes, settings)
                 spent["decision"] += clock.lap()
-                if decision.record is not None and (decision.record != written
-                                                    or decision.waiter or decision.told):
+                if decision.writes_beyond(written):
                     store.record_filter(decision.record, settings.demand_ttl_s, decision.waiter,
                                         snapshot.now, settings.wait_ttl_s, decision.told)
                 spent["write"] += clock.lap()

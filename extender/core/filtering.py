@@ -47,6 +47,12 @@ class FilterDecision:
     passthrough: bool = False
     told: tuple[Decision, ...] = ()
 
+    def writes_beyond(self, written: FilterRecord | None) -> bool:
+        """Whether anything is left to write once `written` went with the read: another
+        record, a waiter, decisions told."""
+        return self.record is not None and (self.record != written or bool(self.told)
+                                            or self.waiter is not None)
+
 
 def decide_filter(assessment: Assessment, nodes: Mapping[str, NodeGpus | None],
                   settings: Settings) -> FilterDecision:

@@ -247,8 +247,9 @@ class RedisStore:
         mirror = self._mirror
         read = [now, waiters.pod_uid, -1 if waiters.oldest is None else waiters.oldest,
                 now + waiters.live_for_s, waiters.shortest]
-        reply = (self._call(self._changes, keys=[NODES_REV_KEY], args=[mirror.rev, *read])
-                 if record is None else self._write_and_sync(record, record_ttl_s, read))
+        args = [mirror.rev, *read]
+        reply = (self._call(self._changes, keys=[NODES_REV_KEY], args=args)
+                 if record is None else self._write_and_sync(record, record_ttl_s, args))
         epoch, rev, nodes_rev, waiting, floors, alphas, *changed = reply
         if epoch != mirror.epoch or int(rev) < mirror.rev:
             mirror.reset(epoch)
@@ -262,11 +263,10 @@ class RedisStore:
         mirror.apply(int(rev), updates)
         return nodes_rev, waiting, floors, alphas
 
-    def _write_and_sync(self, record: FilterRecord, ttl_s: int, read: list[Any]) -> list[Any]:
-        """`record` written and the changes script's reply, in one round trip: by its sha
-        (redis-py's pipelined scripts ask SCRIPT EXISTS first, a round trip of its own),
-        loaded and run again where Redis does not have it (restarted, flushed)."""
-        args = [self._mirror.rev, *read]
+    def _write_and_sync(self, record: FilterRecord, ttl_s: int, args: list[Any]) -> list[Any]:
+        """`record` written and the changes script's reply (run with `args`), in one round
+        trip: by its sha (redis-py's pipelined scripts ask SCRIPT EXISTS first, a round
+        trip of its own), loaded and run again where Redis does not have it."""
         pipe = self._redis.pipeline(transaction=False)
         pipe.set(demand_key(record.demand.uid), _record_payload(record), ex=ttl_s)
         pipe.evalsha(self._changes.sha, 1, NODES_REV_KEY, *args)
