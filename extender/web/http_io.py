@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from functools import wraps
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
@@ -23,6 +23,9 @@ from extender.errors import BadRequest, BodyTooLarge
 from extender.metrics import REQUEST_SECONDS
 from extender.service import Scheduler
 from extender.wire.objects import NodeLayouts
+
+if TYPE_CHECKING:
+    from extender.web.body_tails import BodyTails
 
 MAX_JSON_DEPTH = 64  # arrays and objects inside each other; real requests reach 12
 _STRUCTURE = b'"[]{}'
@@ -62,10 +65,11 @@ def _depth(structure: bytes) -> int:
     return int(np.cumsum(steps, dtype=np.int32).max())  # a body is far below 2**31 bytes
 
 
-def read_json() -> Any:
-    """The request body as JSON; `BodyTooLarge` past `MAX_CONTENT_LENGTH`, `BadRequest` for
-    a body that cannot be read (a broken chunked encoding, a client gone), an empty body,
-    nesting deeper than `MAX_JSON_DEPTH` or invalid JSON.
+def read_json(parse: Callable[[bytes], Any] | None = None) -> Any:
+    """The request body as JSON (by `parse`: `parse_body` or one that answers as it does);
+    `BodyTooLarge` past `MAX_CONTENT_LENGTH`, `BadRequest` for a body that cannot be read
+    (a broken chunked encoding, a client gone), an empty body, nesting deeper than
+    `MAX_JSON_DEPTH` or invalid JSON.
 
     A chunked body (no Content-Length) is read up to the limit and no further (Werkzeug
     stops there without a word), so one that reaches the limit is refused: it cannot be
@@ -83,7 +87,7 @@ def read_json() -> Any:
                          ) from exc
     if request.content_length is None and limit is not None and len(raw) >= limit:
         raise BodyTooLarge(f"body larger than {limit} bytes")
-    return parse_body(raw)
+    return (parse or parse_body)(raw)
 
 
 def parse_body(raw: bytes) -> Any:
@@ -113,6 +117,11 @@ def respond_encoded(body: bytes, status: int = 200) -> Response:
 
 def scheduler() -> Scheduler:
     return current_app.extensions["schedtune"]
+
+
+def body_tails() -> BodyTails:
+    """The app's memory of the tails of kube-scheduler's bodies (one per app)."""
+    return current_app.extensions["schedtune.body_tails"]
 
 
 def node_layouts() -> NodeLayouts:
