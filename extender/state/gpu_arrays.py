@@ -10,9 +10,13 @@ Only those rows (and their nodes' ranks) are recomputed, by the same rule as
 gathers, never a pass over the nodes in Python.
 
 `table(names, now)` gives the request's `GpuTable` (the same object again while
-nothing changed). The shapes of the last few node lists are kept: kube-scheduler
-names one list to filter and the passing part of it to prioritize, pod after pod,
-and a list's shape costs a name lookup per node to rebuild. Job slots are only ever
+nothing changed). The shapes of the last few node sets are kept: kube-scheduler
+names one set to filter and the passing part of it to prioritize, pod after pod,
+and a set's shape costs a name lookup per node to rebuild. Its order is the order
+the set was first named in: kube-scheduler lists the nodes as its parallel filters
+finish (a new order each pod), and a table per order would be rebuilt every pod;
+so the nodes come back in that first order, and ties between equal nodes break
+the same way whatever order a request names them in. Job slots are only ever
 appended (and compacted into new columns), so a table handed out earlier never sees
 a later change. Rebuilt whole when the watcher's layouts change.
 """
@@ -77,8 +81,9 @@ class GpuArrays:
         self.states: StateCache = {}
         self.version = 0
         self._stale: set[int] = set()
-        # node list -> its shape, node rows, GPU rows, and its latest table (version, table)
-        self._shapes: dict[tuple[str, ...], _Shaped] = {}
+        # node set -> its shape (in the order first named), node rows, GPU rows, and its
+        # latest table (version, table)
+        self._shapes: dict[frozenset[str], _Shaped] = {}
         for node, index in queues:
             self.mark(node, index)
         self.refresh(now)
@@ -104,12 +109,13 @@ class GpuArrays:
             self.node_version[node] = self.version
 
     def table(self, names: Sequence[str], now: float) -> GpuTable:
-        """The `GpuTable` of the named nodes at `now` (unknown names: no layout)."""
+        """The `GpuTable` of the named nodes at `now` (unknown names: no layout), in the
+        order this set of names was first asked for in (the module docstring)."""
         self.refresh(now)
-        key = tuple(names)
+        key = frozenset(names)
         shaped = self._shapes.pop(key, None)
         if shaped is None:
-            shaped = _Shaped(*self._shape_of(key))
+            shaped = _Shaped(*self._shape_of(tuple(names)))
             if len(self._shapes) >= SHAPES_KEPT:
                 del self._shapes[next(iter(self._shapes))]  # the least recently used
         self._shapes[key] = shaped  # the most recently used last

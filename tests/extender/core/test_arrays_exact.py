@@ -137,11 +137,10 @@ def test_the_workers_arrays_follow_every_change_as_the_per_node_path_reads_it(
             store.mark_running(rng.choice(live), now - rng.uniform(0, 100))
         else:
             store.release(live.pop(rng.randrange(len(live))))
-        named = rng.choice(lists)
-        arrays = store.snapshot(dict.fromkeys(named), now)
+        arrays = store.snapshot(dict.fromkeys(rng.choice(lists)), now)
+        named = list(arrays.nodes)  # in the order its set was first named in: ties break so
         per_node = store.snapshot(dict.fromkeys(named), now, vet=lambda claimed, seen: seen)
         assert isinstance(arrays.nodes, GpuTable) and not isinstance(per_node.nodes, GpuTable)
-        assert list(arrays.nodes) == named
         assert dict(arrays.nodes.items()) == per_node.nodes, f"step {step}"
         for snapshot in (arrays, per_node):
             job = PodJob(demand, snapshot, needs)
@@ -180,3 +179,34 @@ def test_a_worker_keeps_the_tables_of_its_last_node_lists_until_a_queue_changes(
     assert arrays.table(lists[-1], 1.0) is arrays.table(lists[-1], 1.0)
     arrays.mark("n3", 0)  # a queue changed: every list is read afresh
     assert arrays.table(lists[1], 1.0) is not tables[1]
+
+
+def test_a_node_set_named_in_another_order_is_the_same_table_and_the_same_decisions(
+        store) -> None:
+    """kube-scheduler lists the nodes as its parallel filters finish, a new order each pod:
+    the set's table (in its first order) serves every order, and filter and prioritize
+    answer each node as they do for the first order."""
+    names = [f"node-{i}" for i in range(40)]
+    for i, name in enumerate(names):
+        store.put_node(name, LAYOUTS[i % len(LAYOUTS)])
+    rng = random.Random(3)
+    for i in range(12):  # some GPUs busy, so nodes differ
+        node = rng.choice(names)
+        record = JobRecord(uid=f"j{i}", pod=f"j{i}", namespace="ml", model="m", task="train",
+                           node=node, gpu_index=0, reserved_mib=rng.choice([3000.0, 8000.0]),
+                           predicted_s=rng.uniform(10, 900), state="reserved", reserved_at=0.0)
+        store.reserve(record, [(0, 1e9, 100)], 0.0, 0.0)
+    settings = Settings(collocation=Limits(3, {"T4": 2}))
+    needs = {"RTX-3090": Need(7000, 300), "T4": Need(5000, 200), "unknown": Need(9000, 400)}
+    demand = PodDemand("p", "p", "ml", "resnet50", "train", 32, 1)
+    first = store.snapshot(dict.fromkeys(names), 10.0)
+    job = PodJob(demand, first, needs)
+    expected = (dict(decide_filter(job, dict.fromkeys(names), settings).verdicts.items()),
+                dict(decide_scores(job, names, settings).items()))
+    for _ in range(5):
+        order = rng.sample(names, len(names))
+        snapshot = store.snapshot(dict.fromkeys(order), 10.0)
+        assert snapshot.nodes is first.nodes and list(snapshot.nodes) == names
+        job = PodJob(demand, snapshot, needs)
+        assert (dict(decide_filter(job, dict.fromkeys(order), settings).verdicts.items()),
+                dict(decide_scores(job, order, settings).items())) == expected
