@@ -5,12 +5,14 @@
 
 Per case (node count), starts both under gunicorn (same worker count) on
 127.0.0.1 and replays filter + prioritize for a stream of annotated pods, one
-pod at a time as kube-scheduler does, alternating pod by pod between the no-op
+pod at a time as kube-scheduler does, each pod's nodes in a new order as its
+parallel filters list them (`--node-order fixed`: one order), alternating pod by pod between the no-op
 and ours so both see the same load on a shared machine; prioritize is sent the
 nodes that server's filter passed, as kube-scheduler sends them. Prints per-pod
 milliseconds (mean, p50, p99), the ratio of the means, and where ours spends its
 time: the same bodies replayed in-process through the verbs' public pieces
-(parse: depth check, JSON, decode; state sync: the snapshot; estimation: needs
+(parse: depth check, JSON, decode, as the verbs do it: node objects seen before are
+not parsed again; state sync: the snapshot; estimation: needs
 per GPU type; decision; write: the filter record; encode: the answer as bytes),
 each as a share of their sum, with the whole verb timed through the service
 beside it (`service` minus the pieces inside it: its own overhead).
@@ -28,7 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +102,14 @@ def make_nodes(n: int, rng: random.Random, gpus: int = 0) -> list[dict]:
         }]  # fmt: skip
         nodes.append(node)
     return nodes
+
+
+def node_orders(nodes: list[dict], pods: int, how: str,
+                rng: random.Random) -> Iterator[list[dict]]:
+    """The node list each pod's filter is sent: "shuffled", a new order each pod, as
+    kube-scheduler lists nodes as its parallel filters finish; "fixed", the same order."""
+    for _ in range(pods):
+        yield rng.sample(nodes, len(nodes)) if how == "shuffled" else nodes
 
 
 def make_pod(rng: random.Random) -> dict:
@@ -198,7 +208,7 @@ def phase_profile(url: str, bodies: list[bytes], now: Callable[[], float]) -> di
     from extender.settings import Settings
     from extender.sizing import Sizer, check_fits_somewhere
     from extender.state.store import WaitersRead
-    from extender.web.http_io import parse_body
+    from extender.web.known_nodes import KnownNodeObjects
     from extender.wire import kube as wire_kube
     from extender.wire.objects import NodeLayouts
 
@@ -208,7 +218,7 @@ def phase_profile(url: str, bodies: list[bytes], now: Callable[[], float]) -> di
     estimator.warm()
     sizer = Sizer(estimator, settings.declared_default_s)
     scheduler = Scheduler(settings, RedisStore.from_url(url), estimator)
-    layouts = NodeLayouts()
+    layouts, known = NodeLayouts(), KnownNodeObjects()
     samples: dict[str, list[float]] = {name: [] for name in (*PHASES, "service")}
     for filter_body in bodies:
         spent = dict.fromkeys(samples, 0.0)
@@ -217,7 +227,7 @@ def phase_profile(url: str, bodies: list[bytes], now: Callable[[], float]) -> di
             if verb == "prioritize":
                 body = prioritize_body(filter_body, answer)
             clock = _Clock()
-            args = wire_kube.decode_args(parse_body(body), layouts)
+            args = wire_kube.decode_args(known.parse(body), layouts)
             spent["parse"] += clock.lap()
             demand = parse_demand(args.pod)
             assert demand is not None, "bench pods are annotated"
@@ -282,10 +292,10 @@ def percentile(values: list[float], q: float) -> float:
 def run_case(nodes_count: int, args: argparse.Namespace) -> dict[str, Any]:
     rng = random.Random(42)
     nodes = make_nodes(nodes_count, rng, args.gpus)
-    names = [n["metadata"]["name"] for n in nodes]
-    bodies = [orjson.dumps(encode_extender_args(make_pod(rng), nodes) if args.mode == "full"
-                           else encode_extender_args(make_pod(rng), node_names=names))
-              for _ in range(args.pods)]
+    bodies = [orjson.dumps(encode_extender_args(make_pod(rng), listed) if args.mode == "full"
+                           else encode_extender_args(make_pod(rng), node_names=[
+                               n["metadata"]["name"] for n in listed]))
+              for listed in node_orders(nodes, args.pods, args.node_order, rng)]
     with tempfile.TemporaryDirectory() as tmp:
         redis = EmbeddedRedis(Path(tmp) / "redis")
         url = redis.start()
@@ -313,7 +323,8 @@ def run_case(nodes_count: int, args: argparse.Namespace) -> dict[str, Any]:
         finally:
             redis.stop()
     return {
-        "nodes": nodes_count, "mode": args.mode, "pods": args.pods, "busy_gpus": busy_gpus,
+        "nodes": nodes_count, "mode": args.mode, "node_order": args.node_order,
+        "pods": args.pods, "busy_gpus": busy_gpus,
         "gpus": sum(int(n["metadata"]["labels"]["nvidia.com/gpu.count"]) for n in nodes),
         "body_kb": round(sum(map(len, bodies)) / len(bodies) / 1024, 1),
         "noop_ms_per_pod": round(statistics.fmean(noop), 2),
@@ -337,7 +348,8 @@ def table(cases: list[dict[str, Any]]) -> str:
         shares = (" | ".join(f"{100 * profile['share'][p]:.0f} %" for p in PHASES)
                   + f" | {profile['pieces_ms']:.2f} ms | {profile['service_overhead_ms']:.2f} ms"
                   ) if profile else " | ".join("-" for _ in range(len(PHASES) + 2))
-        lines.append(f"| {c['nodes']} nodes ({c['gpus']} GPUs), {c['mode']} | "
+        lines.append(f"| {c['nodes']} nodes ({c['gpus']} GPUs), {c['mode']}, "
+                     f"{c.get('node_order', 'fixed')} order | "
                      f"{c['noop_ms_per_pod']} ms | {c['extender_ms_per_pod']} ms | {c['ratio']} | "
                      f"{c['p50_ms']} ms | {c['p99_ms']} ms | {c['pods_per_s']} | {shares} |")
     return "\n".join(lines)
@@ -357,6 +369,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="fraction of GPUs that already run a job (default 0.3)")
     parser.add_argument("--phase-pods", type=int, default=50,
                         help="pods replayed in-process for the phase profile (0: none)")
+    parser.add_argument("--node-order", choices=("shuffled", "fixed"), default="shuffled",
+                        help="shuffled (default): each pod's nodes in a new order, as "
+                        "kube-scheduler's parallel filters list them; fixed: one order")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if not all(1 <= n <= 20000 for n in args.nodes) or not 1 <= args.pods <= 100000:

@@ -23,7 +23,7 @@ from extender.web import routes_volcano
 from extender.web import ui
 from extender.state.embedded_redis import open_store
 from extender.errors import StoreUnavailable
-from extender.web.body_tails import BodyTails
+from extender.web.known_nodes import KnownNodeObjects
 from extender.web.http_io import respond
 from extender.cluster.binders import RECORD_ONLY, BindTarget
 from extender.service import Scheduler
@@ -51,7 +51,7 @@ def create_app(settings: Settings | None = None, binder: BindTarget | None = Non
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.extensions["schedtune"] = scheduler
     app.extensions["schedtune.node_layouts"] = NodeLayouts()
-    app.extensions["schedtune.body_tails"] = BodyTails()
+    app.extensions["schedtune.known_nodes"] = KnownNodeObjects()
     app.register_blueprint(routes_kube.bp)
     app.register_blueprint(routes_volcano.bp)
     app.register_blueprint(ui.bp)

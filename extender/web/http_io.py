@@ -25,7 +25,7 @@ from extender.service import Scheduler
 from extender.wire.objects import NodeLayouts
 
 if TYPE_CHECKING:
-    from extender.web.body_tails import BodyTails
+    from extender.web.known_nodes import KnownNodeObjects
 
 MAX_JSON_DEPTH = 64  # arrays and objects inside each other; real requests reach 12
 _STRUCTURE = b'"[]{}'
@@ -119,9 +119,9 @@ def scheduler() -> Scheduler:
     return current_app.extensions["schedtune"]
 
 
-def body_tails() -> BodyTails:
-    """The app's memory of the tails of kube-scheduler's bodies (one per app)."""
-    return current_app.extensions["schedtune.body_tails"]
+def known_nodes() -> KnownNodeObjects:
+    """The app's memory of node objects already parsed in full-nodes bodies (one per app)."""
+    return current_app.extensions["schedtune.known_nodes"]
 
 
 def node_layouts() -> NodeLayouts:

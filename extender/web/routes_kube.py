@@ -8,7 +8,7 @@ from flask import Blueprint, Response, request
 from extender.wire import kube as wire_kube
 from extender.errors import ExtenderError
 from extender.web.http_io import (
-    body_tails, node_layouts, read_json, respond, respond_encoded, scheduler, timed,
+    known_nodes, node_layouts, read_json, respond, respond_encoded, scheduler, timed,
 )  # fmt: skip
 from extender.metrics import BINDS, ERRORS, count_filter
 from extender.model import PodInfo
@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 @bp.post("/filter")
 @timed("filter")
 def filter_nodes() -> Response:
-    args = wire_kube.decode_args(read_json(body_tails().parse), node_layouts())
+    args = wire_kube.decode_args(read_json(known_nodes().parse), node_layouts())
     decision = scheduler().filter(args.pod, args.nodes)
     count_filter("filter", decision)
     return respond(wire_kube.encode_filter(args, decision.verdicts))
@@ -29,7 +29,7 @@ def filter_nodes() -> Response:
 @bp.post("/prioritize")
 @timed("prioritize")
 def prioritize() -> Response:
-    args = wire_kube.decode_args(read_json(body_tails().parse), node_layouts())
+    args = wire_kube.decode_args(read_json(known_nodes().parse), node_layouts())
     scores = scheduler().prioritize(args.pod, args.nodes)
     return respond_encoded(wire_kube.encode_priorities_json(scores))
 

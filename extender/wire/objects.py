@@ -47,7 +47,6 @@ POD_UID = NameRule(re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*"), 128,
 
 
 NAME_LISTS_KEPT = 4  # node-name lists a worker remembers as checked
-KNOWN_LIST_MAX_NODES = 1500  # node-object lists remembered whole: at most ~20 MB parsed each
 
 
 class NodeLayouts:
@@ -57,8 +56,7 @@ class NodeLayouts:
     The API server gives every change to an object a new resourceVersion and
     kube-scheduler resends the same nodes, so a version is parsed once; in names mode
     it sends the same names pod after pod (to filter, and their passing part to
-    prioritize), so a list is checked once. A list of node objects met again as the
-    same object (a body's tail reused, `extender.web.body_tails`) is not walked again.
+    prioritize), so a list is checked once.
     """
 
     def __init__(self, max_entries: int = 1 << 16) -> None:
@@ -67,15 +65,13 @@ class NodeLayouts:
         self._lock = threading.Lock()  # move_to_end and popitem race between threads
         # (list, its names as a dict), most recently used last; replaced whole, never edited
         self._names: tuple[tuple[list[str], dict[str, None]], ...] = ()
-        # (node objects, what `known` found for them), the same way
-        self._known: tuple[tuple[list[Any], list[tuple[str, NodeGpus]]], ...] = ()
 
     def names(self, values: list[Any], what: str) -> dict[str, None]:
         """`values` checked by `require_names` as a new dict of the names in order (the
         same as `dict.fromkeys`); equal to a list checked lately, it is not checked again."""
         kept = self._names
         for i in range(len(kept) - 1, -1, -1):
-            if kept[i][0] is values or kept[i][0] == values:
+            if kept[i][0] == values:
                 hit = kept[i]
                 self._names = (*kept[:i], *kept[i + 1:], hit)
                 return hit[1].copy()
@@ -100,12 +96,7 @@ class NodeLayouts:
     def known(self, nodes: list[Any]) -> list[tuple[str, NodeGpus]] | None:
         """(name, layout) of every node in `nodes` when each is a v1.Node version already
         parsed, else None (and `decode_node` judges them one by one): a full-nodes request
-        resends the same versions pod after pod, so one lock and one loop answer it. The
-        list returned is shared: read it, never change it."""
-        kept = self._known
-        for i in range(len(kept) - 1, -1, -1):
-            if kept[i][0] is nodes:
-                return kept[i][1]
+        resends the same versions pod after pod, so one lock and one loop answer it."""
         found = []
         with self._lock:
             layouts = self._layouts
@@ -121,8 +112,6 @@ class NodeLayouts:
                     return None
                 layouts.move_to_end(version)
                 found.append((version[0], layout))
-        if len(nodes) <= KNOWN_LIST_MAX_NODES:
-            self._known = (*kept[max(0, len(kept) + 1 - NAME_LISTS_KEPT):], (nodes, found))
         return found
 
     def put(self, version: NodeVersion, layout: NodeGpus) -> None:
