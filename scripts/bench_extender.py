@@ -3,18 +3,17 @@
     schedtune bench --nodes 100 --mode full --json
     schedtune bench --nodes 1000 5000 --mode names --pods 200
 
-Per case (node count), starts both under gunicorn (same worker count) on
-127.0.0.1 and replays filter + prioritize for a stream of annotated pods, one
-pod at a time as kube-scheduler does, each pod's nodes in a new order as its
-parallel filters list them (`--node-order fixed`: one order), alternating pod by pod between the no-op
-and ours so both see the same load on a shared machine; prioritize is sent the
-nodes that server's filter passed, as kube-scheduler sends them. Prints per-pod
-milliseconds (mean, p50, p99), the ratio of the means, and where ours spends its
-time: the same bodies replayed in-process through the verbs' public pieces
-(parse: depth check, JSON, decode, as the verbs do it: node objects seen before are
-not parsed again; state sync: the snapshot; estimation: needs
-per GPU type; decision; write: the filter record; encode: the answer as bytes),
-each as a share of their sum, with the whole verb timed through the service
+Per case (node count), starts both under gunicorn (same worker count) on 127.0.0.1 and
+replays filter + prioritize for a stream of annotated pods, one pod at a time as
+kube-scheduler does, each pod's nodes in a new order as its parallel filters list them
+(`--node-order fixed`: one order), alternating pod by pod between the no-op and ours so
+both see the same load on a shared machine; prioritize is sent the nodes that server's
+filter passed, as kube-scheduler sends them. Prints per-pod milliseconds (mean, p50,
+p99), the ratio of the means, and where ours spends its time: the same bodies replayed
+in-process through the verbs' public pieces (parse: depth check, JSON, decode, as the
+verbs do it: node objects seen before are not parsed again; state sync: the snapshot;
+estimation: needs per GPU type; decision; write: the filter record; encode: the answer
+as bytes), each as a share of their sum, with the whole verb timed through the service
 beside it (`service` minus the pieces inside it: its own overhead).
 """
 
@@ -349,7 +348,7 @@ def table(cases: list[dict[str, Any]]) -> str:
                   + f" | {profile['pieces_ms']:.2f} ms | {profile['service_overhead_ms']:.2f} ms"
                   ) if profile else " | ".join("-" for _ in range(len(PHASES) + 2))
         lines.append(f"| {c['nodes']} nodes ({c['gpus']} GPUs), {c['mode']}, "
-                     f"{c.get('node_order', 'fixed')} order | "
+                     f"{c['node_order']} order | "
                      f"{c['noop_ms_per_pod']} ms | {c['extender_ms_per_pod']} ms | {c['ratio']} | "
                      f"{c['p50_ms']} ms | {c['p99_ms']} ms | {c['pods_per_s']} | {shares} |")
     return "\n".join(lines)
