@@ -9,7 +9,8 @@ kube-scheduler does, each pod's nodes in a new order as its parallel filters lis
 (`--node-order fixed`: one order), alternating pod by pod between the no-op and ours so
 both see the same load on a shared machine; prioritize is sent the nodes that server's
 filter passed, as kube-scheduler sends them. Prints per-pod milliseconds (mean, p50,
-p99), the ratio of the means, and where ours spends its time: the same bodies replayed
+p99), the ratio of the means (the median of `--rounds` replays of the same pods, their
+range beside it: the floor moves from one to the next), and where ours spends its time: the same bodies replayed
 in-process through the verbs' public pieces (parse: depth check, JSON, decode, as the
 verbs do it: node objects seen before are not parsed again; state sync: the snapshot;
 estimation: needs per GPU type; decision; write: the filter record; encode: the answer
@@ -312,7 +313,7 @@ def run_case(nodes_count: int, args: argparse.Namespace) -> dict[str, Any]:
                      serve("extender.web.app:create_app()", ports[1], env)]
             try:
                 replay(ports, bodies[:10])  # warm both
-                noop, ours = replay(ports, bodies)
+                rounds = [replay(ports, bodies) for _ in range(args.rounds)]
             finally:
                 for proc in procs:
                     proc.terminate()
@@ -321,9 +322,12 @@ def run_case(nodes_count: int, args: argparse.Namespace) -> dict[str, Any]:
                 if args.phase_pods else None
         finally:
             redis.stop()
+    noop = [ms for times, _ in rounds for ms in times]
+    ours = [ms for _, times in rounds for ms in times]
+    ratios = [sum(ours_ms) / sum(noop_ms) for noop_ms, ours_ms in rounds]
     return {
         "nodes": nodes_count, "mode": args.mode, "node_order": args.node_order,
-        "pods": args.pods, "busy_gpus": busy_gpus,
+        "pods": args.pods, "rounds": args.rounds, "busy_gpus": busy_gpus,
         "gpus": sum(int(n["metadata"]["labels"]["nvidia.com/gpu.count"]) for n in nodes),
         "body_kb": round(sum(map(len, bodies)) / len(bodies) / 1024, 1),
         "noop_ms_per_pod": round(statistics.fmean(noop), 2),
@@ -331,7 +335,8 @@ def run_case(nodes_count: int, args: argparse.Namespace) -> dict[str, Any]:
         "noop_p99_ms": round(percentile(noop, 0.99), 2),
         "extender_ms_per_pod": round(statistics.fmean(ours), 2),
         "p50_ms": round(percentile(ours, 0.5), 2), "p99_ms": round(percentile(ours, 0.99), 2),
-        "ratio": round(sum(ours) / sum(noop), 2),
+        "ratio": round(statistics.median(ratios), 2),  # of the rounds' ratios of means
+        "round_ratios": [round(r, 2) for r in ratios],
         "ratio_p50": round(percentile(ours, 0.5) / percentile(noop, 0.5), 2),
         "pods_per_s": round(1000 / statistics.fmean(ours), 1),  # each a filter + prioritize
         "phases": phases,
@@ -349,7 +354,8 @@ def table(cases: list[dict[str, Any]]) -> str:
                   ) if profile else " | ".join("-" for _ in range(len(PHASES) + 2))
         lines.append(f"| {c['nodes']} nodes ({c['gpus']} GPUs), {c['mode']}, "
                      f"{c['node_order']} order | "
-                     f"{c['noop_ms_per_pod']} ms | {c['extender_ms_per_pod']} ms | {c['ratio']} | "
+                     f"{c['noop_ms_per_pod']} ms | {c['extender_ms_per_pod']} ms | "
+                     f"{c['ratio']} ({min(c['round_ratios'])}-{max(c['round_ratios'])}) | "
                      f"{c['p50_ms']} ms | {c['p99_ms']} ms | {c['pods_per_s']} | {shares} |")
     return "\n".join(lines)
 
@@ -360,6 +366,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="node counts, one case each (default 100)")
     parser.add_argument("--mode", choices=("full", "names"), default="full")
     parser.add_argument("--pods", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="replays of the pods through both servers (default 3); the "
+                        "ratio is the median of the rounds' ratios, their range beside it")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--gpus", type=int, default=0,
                         help="GPUs per node (default 0: 1, 2, 4 or 8 at random); the "
@@ -375,6 +384,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not all(1 <= n <= 20000 for n in args.nodes) or not 1 <= args.pods <= 100000:
         parser.error("--nodes must be 1..20000 and --pods 1..100000")
+    if not 1 <= args.rounds <= 100:
+        parser.error("--rounds must be 1..100")
     if not 0 <= args.busy <= 1 or not 0 <= args.phase_pods <= args.pods:
         parser.error("--busy must be a fraction in 0..1 and --phase-pods 0..--pods")
     if not 0 <= args.gpus <= 64:
