@@ -23,7 +23,10 @@ def filter_nodes() -> Response:
     args = wire_kube.decode_args(read_json(known_nodes().parse), node_layouts())
     decision = scheduler().filter(args.pod, args.nodes)
     count_filter("filter", decision)
-    return respond(wire_kube.encode_filter(args, decision.verdicts))
+    answer = wire_kube.encode_filter(args, decision.verdicts)
+    if args.node_items is None:  # names: prioritize comes with the list that passed
+        node_layouts().passed(answer["NodeNames"])
+    return respond(answer)
 
 
 @bp.post("/prioritize")

@@ -76,8 +76,18 @@ class NodeLayouts:
                 self._names = (*kept[:i], *kept[i + 1:], hit)
                 return hit[1].copy()
         nodes = dict.fromkeys(require_names(values, what))
-        self._names = (*kept[max(0, len(kept) + 1 - NAME_LISTS_KEPT):], (values, nodes))
+        self._keep_checked(values, nodes)
         return nodes.copy()
+
+    def passed(self, names: list[str]) -> None:
+        """Remember `names`, the part of a list checked here that filter passed, as checked:
+        kube-scheduler sends prioritize that very list (the nodes that passed, in the order
+        filter answered them)."""
+        self._keep_checked(list(names), dict.fromkeys(names))
+
+    def _keep_checked(self, values: list[str], nodes: dict[str, None]) -> None:
+        kept = self._names
+        self._names = (*kept[max(0, len(kept) + 1 - NAME_LISTS_KEPT):], (values, nodes))
 
     def __len__(self) -> int:
         return len(self._layouts)

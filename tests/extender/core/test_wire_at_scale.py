@@ -97,6 +97,28 @@ def test_filters_list_and_its_passing_part_are_each_checked_once(monkeypatch) ->
     assert checked[-2:] == [500, 500]
 
 
+def test_the_part_filter_passed_is_taken_as_checked_and_only_that_list(monkeypatch) -> None:
+    """kube-scheduler sends prioritize the names filter passed, in the order filter answered:
+    that list is not checked again; a list that differs from it is, and the list given
+    to `passed` changing afterwards changes nothing kept."""
+    checked = []
+    real = objects.require_names
+    monkeypatch.setattr(objects, "require_names",
+                        lambda values, what: checked.append(len(values)) or real(values, what))
+    layouts = NodeLayouts()
+    names = [f"gpu-node-{i}" for i in range(300)]
+    layouts.names(list(names), "NodeNames[]")
+    answered = names[::3]
+    layouts.passed(answered)
+    assert list(layouts.names(list(answered), "NodeNames[]")) == answered
+    assert checked == [300]
+    answered.append("Bad_Name")  # the caller's list, changed after the fact
+    with pytest.raises(BadRequest, match=r"NodeNames\[\] must be"):
+        layouts.names(list(answered), "NodeNames[]")
+    assert list(layouts.names(names[::3], "NodeNames[]")) == names[::3]
+    assert checked == [300, 101]
+
+
 def test_answers_encode_as_node_by_node() -> None:
     rng = random.Random(5)
     names = [f"n{i}" for i in range(2000)]

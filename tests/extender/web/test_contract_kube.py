@@ -54,6 +54,28 @@ def test_filter_and_prioritize_node_names(client, store, version) -> None:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+def test_prioritize_of_the_names_filter_passed_does_not_check_them_again(
+        client, store, version, monkeypatch) -> None:
+    from extender.wire import objects
+
+    full = _fixture(version, "filter-full-nodes")
+    for item in full["Nodes"]["items"]:
+        store.put_node(*objects.decode_node(item, "node"))
+    checked = []
+    real = objects.require_names
+    monkeypatch.setattr(objects, "require_names",
+                        lambda values, what: checked.append(list(values)) or real(values, what))
+    body = _fixture(version, "filter-node-names")
+    body["NodeNames"].append("gpu-node-never-seen")  # refused: filter passes a part
+    passed = client.post("/filter", json=body).get_json()["NodeNames"]
+    assert passed and len(passed) < len(body["NodeNames"]) and checked == [body["NodeNames"]]
+    prio = client.post("/prioritize", json={**body, "NodeNames": passed}).get_json()
+    assert [p["Host"] for p in prio] == passed and checked == [body["NodeNames"]]
+    client.post("/prioritize", json={**body, "NodeNames": passed[::-1]})  # another list
+    assert checked == [body["NodeNames"], passed[::-1]]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
 def test_bind_fixture_reserves_once(client, binder, store, version) -> None:
     pod = _fixture(version, "filter-full-nodes")
     bind = _fixture(version, "bind")
