@@ -8,7 +8,8 @@ Each verb reads once, asks the estimator once, lets a decision function of
                 -> core.filtering.decide_filter -> store.record_filter (one write, with
                 the decisions a waiting pod is told; names mode: only when the decision
                 adds holds, a wait or decisions to the record)
-    prioritize  assess -> core.prioritizing.decide_scores (no write)
+    prioritize  assess (in filter's cycle: filter's, reused) -> core.prioritizing.decide_scores
+                (no write)
     bind        (api mode: the pod read from the API server, core.binding.check_live_pod)
                 -> store.filter_record -> snapshot of the node (core.binding.trusted_layout)
                 -> needs -> core.binding.plan_reservation -> store.reserve -> binder -> confirm
@@ -28,6 +29,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
+from dataclasses import dataclass
 
 from estimator.errors import EstimatorError, UnknownModel
 from estimator.predict import Estimator
@@ -53,6 +55,30 @@ log = logging.getLogger(__name__)
 NodeLayoutsByName = Mapping[str, NodeGpus | None]  # None: the node watcher's layout
 
 
+@dataclass(frozen=True)
+class _Cycle:
+    """The pod this worker filtered last: when (monotonic), its nodes and its assessment."""
+
+    uid: str
+    at: float
+    nodes: NodeLayoutsByName
+    assessment: Assessment
+
+    def covers(self, pod: PodInfo, nodes: NodeLayoutsByName) -> bool:
+        """Whether prioritize of `pod` over `nodes` can be priced on this filter's work: the
+        pod estimated as the same job, every node among filter's with the same layout."""
+        job = self.assessment
+        if not isinstance(job, PodJob) or not nodes.keys() <= self.nodes.keys():
+            return False
+        try:
+            if parse_demand(pod) != job.demand:
+                return False
+        except (AnnotationError, EstimatorError):
+            return False
+        return not any(nodes.values()) and not any(self.nodes.values()) or all(
+            layout == self.nodes[name] for name, layout in nodes.items())
+
+
 class Scheduler:
     def __init__(self, settings: Settings, store: RedisStore, estimator: Estimator,
                  binder: BindTarget = RECORD_ONLY,
@@ -66,7 +92,7 @@ class Scheduler:
         self.clock = clock
         # A binder that reads pods (the API server's) lets bind check the pod first.
         self._pods = binder if isinstance(binder, PodReader) else None
-        self._cycle: tuple[str, float] | None = None  # the pod filtered last, when (monotonic)
+        self._cycle: _Cycle | None = None  # the pod filtered last
 
     def filter(self, pod: PodInfo, nodes: NodeLayoutsByName) -> filtering.FilterDecision:
         """In names mode the record bind reads (the pod's demand) does not depend on the
@@ -75,7 +101,7 @@ class Scheduler:
         with_read = not any(nodes.values())
         assessment = self._assess(pod, nodes, record_with_read=with_read)
         decision = filtering.decide_filter(assessment, nodes, self.settings)
-        self._cycle = (pod.uid, time.monotonic())
+        self._cycle = _Cycle(pod.uid, time.monotonic(), nodes, assessment)
         written = (FilterRecord(assessment.demand)
                    if with_read and isinstance(assessment, PodJob) else None)
         if decision.writes_beyond(written):
@@ -88,12 +114,16 @@ class Scheduler:
         """Scores in [0, 1]; every node 0 for pass-through or unestimable pods.
 
         Right after this worker filtered the same pod (kube-scheduler's scheduling cycle:
-        filter, then prioritize the nodes that passed), the queues are read as that filter
-        read them, with no round trip, as kube-scheduler scores on its cycle's snapshot;
-        a placement made here since, or `prioritize_reuse_s` passed, reads them again."""
+        filter, then prioritize the nodes that passed), the nodes are priced on what that
+        filter read and computed (its snapshot, needs and fits: no round trip, as
+        kube-scheduler scores on its cycle's snapshot) when they are among its nodes, else
+        read as it read them; a placement made here since, or `prioritize_reuse_s`
+        passed, reads them again."""
         cycle = self._cycle
-        in_cycle = (cycle is not None and cycle[0] == pod.uid
-                    and time.monotonic() - cycle[1] <= self.settings.prioritize_reuse_s)
+        in_cycle = (cycle is not None and cycle.uid == pod.uid
+                    and time.monotonic() - cycle.at <= self.settings.prioritize_reuse_s)
+        if in_cycle and cycle is not None and cycle.covers(pod, nodes):
+            return prioritizing.decide_scores(cycle.assessment, nodes, self.settings)
         return prioritizing.decide_scores(self._assess(pod, nodes, sync=not in_cycle), nodes,
                                           self.settings)
 

@@ -15,7 +15,8 @@ request naming fewer than `ARRAYS_FROM` nodes is priced node by node
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Mapping
+from dataclasses import replace
 
 import numpy as np
 
@@ -33,30 +34,37 @@ from extender.policies.timeline_arrays import remaining_s
 from extender.settings import Settings
 
 
-def decide_scores(assessment: Assessment, nodes: Iterable[str],
+def decide_scores(assessment: Assessment, nodes: Collection[str],
                   settings: Settings) -> Mapping[str, float]:
-    """Scores in [0, 1] per named node; all 0 for pods not ours or refused."""
+    """Scores in [0, 1] per named node; all 0 for pods not ours or refused. `nodes`: the
+    assessment snapshot's nodes, or a part of them (filter's snapshot, reused for the
+    nodes that passed): only those are scored, as if they were all it held."""
     if not isinstance(assessment, PodJob):
         return dict.fromkeys(nodes, 0.0)
     snapshot = assessment.snapshot
     alphas = alphas_for(snapshot, settings)
     holds = holds_in_force(assessment, settings, alphas)
+    among = None if len(nodes) == len(snapshot.nodes) else nodes
     return score_nodes(snapshot, assessment.needs, settings.collocation, settings.policy, holds,
-                       alphas)
+                       alphas, among)
 
 
 def score_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: Limits,
                 policy: ScoringPolicy, holds: Holds = NO_HOLDS,
-                alphas: Alphas | None = None) -> Mapping[str, float]:
+                alphas: Alphas | None = None,
+                among: Collection[str] | None = None) -> Mapping[str, float]:
     """Scores in [0, 1] for the nodes that can take the job (others score 0): a
-    `NodeScores` over many nodes. Busy GPUs are played forward at their type's alpha
-    (`alphas`; None: the policy's own everywhere)."""
+    `NodeScores` over many nodes, in the snapshot's order. Busy GPUs are played forward
+    at their type's alpha (`alphas`; None: the policy's own everywhere). `among`: the
+    snapshot's nodes to score (None: all of them); the others are left out."""
     alphas = alphas or Alphas(policy.alpha)
     if not judged_at_once(snapshot.nodes):
         held_nodes = {node for node, _ in holds}
         idle: dict[NodeGpus | None, Placement | None] = {}  # idle nodes: the layout decides
         placements: dict[str, Placement] = {}
-        for name, node in snapshot.nodes.items():
+        names = [name for name in snapshot.nodes if among is None or name in among]
+        for name in names:
+            node = snapshot.nodes[name]
             if node.idle and name not in held_nodes:
                 if node.gpus not in idle:
                     idle[node.gpus] = per_node.node_placement(node, needs, limits, snapshot.now,
@@ -69,13 +77,20 @@ def score_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: Li
             if placement is not None:
                 placements[name] = placement
         scores = policy.scores(placements)
-        return {name: scores.get(name, 0.0) for name in snapshot.nodes}
+        return {name: scores.get(name, 0.0) for name in names}
     table = GpuTable.from_states(snapshot.nodes)
+    only = None
+    if among is not None:
+        only = np.zeros(len(table.names), dtype=bool)
+        only[np.fromiter(map(table.positions.__getitem__, among), dtype=np.int64,
+                         count=len(among))] = True
     placed, cost, left = _placements(table, fit_rows(table, needs, limits, holds), policy,
-                                     snapshot.now, alphas.rows(table))
+                                     snapshot.now, alphas.rows(table), only)
     scores = np.zeros(len(table.names))
     scores[placed] = policy.score_array(cost, left)
-    return NodeScores(table.names, scores, table.positions)
+    if only is None:
+        return NodeScores(table.names, scores, table.positions)
+    return NodeScores(table.names_array[only].tolist(), scores[only])
 
 
 def node_placement(node: NodeState, needs: Mapping[str, Need], limits: Limits, now: float,
@@ -91,10 +106,14 @@ def node_placement(node: NodeState, needs: Mapping[str, Need], limits: Limits, n
 
 
 def _placements(table: GpuTable, fit: Fit, policy: ScoringPolicy, now: float,
-                alpha: float | np.ndarray | None = None
+                alpha: float | np.ndarray | None = None, only: np.ndarray | None = None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Nodes that can take the job (positions, in order), their prices (at `alpha`, per GPU
-    row or one for all; None: the policy's) and memory left."""
+    row or one for all; None: the policy's) and memory left; `only` (a bool per node): the
+    nodes to price, the others left out."""
+    if only is not None:
+        fit = replace(fit, room=fit.room & only[table.gpu_node],
+                      room_count=np.where(only, fit.room_count, 0))
     cost = np.full(len(fit.room), np.inf)
     cost[fit.room] = fit.work_s[fit.room]  # an idle GPU costs the job alone
     busy = np.flatnonzero(fit.room & (table.gpu_jobs > 0))

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from extender.model import NodeGpus
+from extender.model import JobRecord, NodeGpus
 from extender.web.app import create_app
 from tests.builders import bind_args, filter_args, make_node, make_pod
 
@@ -126,3 +126,52 @@ def test_a_pod_refused_after_the_read_keeps_no_record(client, store, redis_clien
                                                   names_only=True)).get_json()
     assert out["NodeNames"] == [] and "small" in out["FailedAndUnresolvableNodes"]
     assert not redis_client.exists(f"st:demand:{pod['metadata']['uid']}")
+
+
+def _busy_cluster(store, count: int) -> list[dict]:
+    """`count` nodes of two kinds (so a large job fails on some), GPUs of some busy (so
+    prices differ), as the node watcher and earlier placements left them."""
+    kinds = [(RTX_3090, "NVIDIA-GeForce-RTX-3090"),
+             (NodeGpus("Tesla-T4", "T4", 1, 15360, share_slots=2), "Tesla-T4")]
+    nodes = []
+    for i in range(count):
+        layout, product = kinds[i % 3 == 2]
+        nodes.append(make_node(f"n{i}", product))
+        store.put_node(f"n{i}", layout)
+    for i in range(0, count, 4):
+        record = JobRecord(uid=f"busy{i}", pod=f"busy{i}", namespace="ml", model="vgg16",
+                           task="train", node=f"n{i}", gpu_index=0,
+                           reserved_mib=4000.0 + 500 * i, predicted_s=60.0 * (i + 1),
+                           state="reserved", reserved_at=0.0)
+        store.reserve(record, [(0, 1e9, 100)], 0.0, 0.0)
+    return nodes
+
+
+@pytest.mark.parametrize("node_count", [12, 40])  # node by node, and over arrays
+def test_the_nodes_that_passed_are_priced_on_filters_work_as_a_fresh_read_prices_them(
+        replicas, store, node_count) -> None:
+    """Prioritize of the nodes filter passed (or of a part of filter's nodes, in its
+    order: ties go to the first in filter's order) scores each as a replica that reads
+    them afresh does; a pod that is not the one filtered (same UID, another job) is read
+    again."""
+    nodes = _busy_cluster(store, node_count)
+    here = replicas()
+    pod = make_pod("pod", model="resnet50", task="train", batch=64, epochs=1)
+    out = here.post("/filter", json=filter_args(pod, nodes, names_only=True)).get_json()
+    passing = out["NodeNames"]
+    assert 0 < len(passing) < node_count and out["FailedNodes"]
+
+    def scores(client, names: list[str], which: dict = pod) -> list[dict]:
+        args = filter_args(which, [n for n in nodes if n["metadata"]["name"] in names],
+                           names_only=True)
+        args["NodeNames"] = names
+        return client.post("/prioritize", json=args).get_json()
+
+    reused = scores(here, passing)
+    assert len({p["Score"] for p in reused}) > 1  # prices that differ, not all alike
+    assert reused == scores(replicas(), passing)
+    part = passing[::2]
+    assert scores(here, part) == scores(replicas(), part)
+    other = make_pod("pod", uid=pod["metadata"]["uid"], model="vgg16", task="train",
+                     batch=16, epochs=1)
+    assert scores(here, passing, other) == scores(replicas(), passing, other) != reused
