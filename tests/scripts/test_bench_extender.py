@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from bench.phases import PHASES
 from scripts import bench_extender
 
 
@@ -19,7 +20,7 @@ def test_a_small_case_reports_both_servers_and_the_phases(mode, capsys) -> None:
     assert case["noop_ms_per_pod"] > 0 and case["extender_ms_per_pod"] > 0
     assert len(case["round_ratios"]) == 3 and case["ratio"] == sorted(case["round_ratios"])[1]
     phases = case["phases"]
-    assert set(phases["share"]) == set(bench_extender.PHASES)
+    assert set(phases["share"]) == set(PHASES)
     assert sum(phases["share"].values()) == pytest.approx(1.0, abs=0.01)
     assert phases["pieces_ms"] > 0 and phases["service_ms"] > 0
 

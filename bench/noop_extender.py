@@ -1,5 +1,5 @@
 """A no-op kube-scheduler extender (the benchmark's floor): parses the body, passes every
-node, scores 0. Served by gunicorn exactly like ours: 'scripts.noop_extender:create_app()'."""
+node, scores 0. Served by gunicorn exactly like ours: 'bench.noop_extender:create_app()'."""
 
 from __future__ import annotations
 
