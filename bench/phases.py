@@ -44,50 +44,50 @@ def phase_profile(url: str, bodies: list[bytes], now: Callable[[], float]) -> di
     scheduler = Scheduler(settings, RedisStore.from_url(url), estimator)
     layouts, known = NodeLayouts(), KnownNodeObjects()
     samples: dict[str, list[float]] = {name: [] for name in (*PHASES, "service")}
-    for filter_body in bodies:
+    for body in bodies:
         spent = dict.fromkeys(samples, 0.0)
-        body, answer = filter_body, b""
-        for verb in ("filter", "prioritize"):
-            if verb == "prioritize":
-                body = prioritize_body(filter_body, answer)
-            clock = _Clock()
-            args = wire_kube.decode_args(known.parse(body), layouts)
-            spent["parse"] += clock.lap()
-            if verb == "prioritize":  # the cycle: filter's assessment (`Scheduler.prioritize`)
-                scores = prioritizing.decide_scores(job, args.nodes, settings)
-                spent["decision"] += clock.lap()
-                wire_kube.encode_priorities_json(scores)
-                spent["encode"] += clock.lap()
-                scheduler.prioritize(args.pod, args.nodes)
-                spent["service"] += clock.lap()
-                continue
-            demand = parse_demand(args.pod)
-            assert demand is not None, "bench pods are annotated"
-            # in names mode filter's record goes with its read (`Scheduler.filter`)
-            written = FilterRecord(demand) if not any(args.nodes.values()) else None
-            snapshot = store.snapshot(args.nodes, now(),
-                                      waiters=WaitersRead(demand.uid, settings.hold_for + 1,
-                                                          settings.prioritize_reuse_s),
-                                      record=written, record_ttl_s=settings.demand_ttl_s)
-            spent["state sync"] += clock.lap()
-            kinds = distinct_layouts(snapshot.nodes)
-            needs = sizer.needs(demand, kinds, snapshot.floors)
-            check_fits_somewhere(demand, needs, kinds)
-            spent["estimation"] += clock.lap()
-            job = PodJob(demand, snapshot, needs)
-            decision = filtering.decide_filter(job, args.nodes, settings)
-            spent["decision"] += clock.lap()
-            if decision.writes_beyond(written):
-                store.record_filter(decision.record, settings.demand_ttl_s, decision.waiter,
-                                    snapshot.now, settings.wait_ttl_s, decision.told)
-            spent["write"] += clock.lap()
-            encoded = wire_kube.encode_filter(args, decision.verdicts)
-            if args.node_items is None:  # as the route does
-                layouts.passed(encoded["NodeNames"])
-            answer = orjson.dumps(encoded)
-            spent["encode"] += clock.lap()
-            scheduler.filter(args.pod, args.nodes)
-            spent["service"] += clock.lap()
+        clock = _Clock()
+        args = wire_kube.decode_args(known.parse(body), layouts)
+        spent["parse"] += clock.lap()
+        demand = parse_demand(args.pod)
+        assert demand is not None, "bench pods are annotated"
+        # in names mode filter's record goes with its read (`Scheduler.filter`)
+        written = FilterRecord(demand) if not any(args.nodes.values()) else None
+        snapshot = store.snapshot(args.nodes, now(),
+                                  waiters=WaitersRead(demand.uid, settings.hold_for + 1,
+                                                      settings.prioritize_reuse_s),
+                                  record=written, record_ttl_s=settings.demand_ttl_s)
+        spent["state sync"] += clock.lap()
+        kinds = distinct_layouts(snapshot.nodes)
+        needs = sizer.needs(demand, kinds, snapshot.floors)
+        check_fits_somewhere(demand, needs, kinds)
+        spent["estimation"] += clock.lap()
+        job = PodJob(demand, snapshot, needs)
+        decision = filtering.decide_filter(job, args.nodes, settings)
+        spent["decision"] += clock.lap()
+        if decision.writes_beyond(written):
+            store.record_filter(decision.record, settings.demand_ttl_s, decision.waiter,
+                                snapshot.now, settings.wait_ttl_s, decision.told)
+        spent["write"] += clock.lap()
+        encoded = wire_kube.encode_filter(args, decision.verdicts)
+        if args.node_items is None:  # as the route does
+            layouts.passed(encoded["NodeNames"])
+        answer = orjson.dumps(encoded)
+        spent["encode"] += clock.lap()
+        scheduler.filter(args.pod, args.nodes)
+        spent["service"] += clock.lap()
+
+        passed = prioritize_body(body, answer)
+        clock = _Clock()
+        args = wire_kube.decode_args(known.parse(passed), layouts)
+        spent["parse"] += clock.lap()
+        # the cycle: priced on filter's assessment, as `Scheduler.prioritize` does
+        scores = prioritizing.decide_scores(job, args.nodes, settings)
+        spent["decision"] += clock.lap()
+        wire_kube.encode_priorities_json(scores)
+        spent["encode"] += clock.lap()
+        scheduler.prioritize(args.pod, args.nodes)
+        spent["service"] += clock.lap()
         for name, ms in spent.items():
             samples[name].append(ms)
     medians = {name: statistics.median(values) for name, values in samples.items()}

@@ -68,14 +68,20 @@ def test_a_list_of_names_checked_before_is_not_checked_again_and_never_shared() 
         == names[:3]
 
 
-def test_filters_list_and_its_passing_part_are_each_checked_once(monkeypatch) -> None:
+@pytest.fixture
+def checked(monkeypatch) -> list[int]:
+    """The length of every name list `require_names` checks, in order."""
+    lengths: list[int] = []
+    real = objects.require_names
+    monkeypatch.setattr(objects, "require_names",
+                        lambda values, what: lengths.append(len(values)) or real(values, what))
+    return lengths
+
+
+def test_filters_list_and_its_passing_part_are_each_checked_once(checked) -> None:
     """kube-scheduler names a list to filter and the part that passed to prioritize, pod
     after pod: both stay checked; a list more than a worker keeps is checked again, and a
     bad list is refused every time."""
-    checked = []
-    real = objects.require_names
-    monkeypatch.setattr(objects, "require_names",
-                        lambda values, what: checked.append(len(values)) or real(values, what))
     layouts = NodeLayouts()
     names = [f"gpu-node-{i}" for i in range(500)]
     lists = [names, names[::2], names[:7], names[100:], names[::-1]]
@@ -97,14 +103,10 @@ def test_filters_list_and_its_passing_part_are_each_checked_once(monkeypatch) ->
     assert checked[-2:] == [500, 500]
 
 
-def test_the_part_filter_passed_is_taken_as_checked_and_only_that_list(monkeypatch) -> None:
+def test_the_part_filter_passed_is_taken_as_checked_and_only_that_list(checked) -> None:
     """kube-scheduler sends prioritize the names filter passed, in the order filter answered:
     that list is not checked again; a list that differs from it is, and the list given
     to `passed` changing afterwards changes nothing kept."""
-    checked = []
-    real = objects.require_names
-    monkeypatch.setattr(objects, "require_names",
-                        lambda values, what: checked.append(len(values)) or real(values, what))
     layouts = NodeLayouts()
     names = [f"gpu-node-{i}" for i in range(300)]
     layouts.names(list(names), "NodeNames[]")
