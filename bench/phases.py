@@ -13,7 +13,19 @@ from typing import Any
 import orjson
 
 from bench.cluster import prioritize_body
-from extender.state.store import RedisStore
+from estimator.predict import Estimator
+from extender.core import filtering, prioritizing
+from extender.core.annotations import parse_demand
+from extender.core.gpu_table import distinct_layouts
+from extender.core.job import PodJob
+from extender.model import FilterRecord
+from extender.service import Scheduler
+from extender.settings import Settings
+from extender.sizing import Sizer, check_fits_somewhere
+from extender.state.store import RedisStore, WaitersRead
+from extender.web.known_nodes import KnownNodeObjects
+from extender.wire import kube as wire_kube
+from extender.wire.objects import NodeLayouts
 
 PHASES = ("parse", "state sync", "estimation", "decision", "write", "encode")
 
@@ -21,21 +33,6 @@ PHASES = ("parse", "state sync", "estimation", "decision", "write", "encode")
 def phase_profile(url: str, bodies: list[bytes], now: Callable[[], float]) -> dict[str, Any]:
     """Median milliseconds per pod (filter + prioritize) of each phase, in-process, with
     the settings the served extender reads from the environment."""
-    # Imported here: the HTTP comparison alone also runs against older checkouts.
-    from estimator.predict import Estimator
-    from extender.core import filtering, prioritizing
-    from extender.core.annotations import parse_demand
-    from extender.core.gpu_table import distinct_layouts
-    from extender.core.job import PodJob
-    from extender.model import FilterRecord
-    from extender.service import Scheduler
-    from extender.settings import Settings
-    from extender.sizing import Sizer, check_fits_somewhere
-    from extender.state.store import WaitersRead
-    from extender.web.known_nodes import KnownNodeObjects
-    from extender.wire import kube as wire_kube
-    from extender.wire.objects import NodeLayouts
-
     settings = Settings.from_env({**os.environ, "REDIS_URL": url, "EXTENDER_BIND": "record"})
     store = RedisStore.from_url(url)
     estimator = Estimator.load(design=settings.estimator_design)

@@ -75,8 +75,9 @@ class _Cycle:
                 return False
         except (AnnotationError, EstimatorError):
             return False
-        return not any(nodes.values()) and not any(self.nodes.values()) or all(
-            layout == self.nodes[name] for name, layout in nodes.items())
+        if not any(nodes.values()) and not any(self.nodes.values()):  # names mode: no layouts
+            return True
+        return all(layout == self.nodes[name] for name, layout in nodes.items())
 
 
 class Scheduler:
