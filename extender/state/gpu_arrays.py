@@ -41,13 +41,18 @@ SHAPES_KEPT = 4  # node lists whose shapes (and latest table) a worker keeps
 
 @dataclass
 class _Shaped:
-    """A node list's shape, its node rows (-1: a node the watcher never saw) and GPU rows,
+    """A node set's shape, its node rows (-1: a node the watcher never saw) and GPU rows,
     and its latest table with the version it shows."""
 
+    members: frozenset[str]
     shape: NodeShape
     nodes: np.ndarray
     rows: np.ndarray
     table: tuple[int, GpuTable] | None = None
+
+    def holds_exactly(self, names: Sequence[str]) -> bool:
+        """Whether distinct `names` are this set: no new set built (names hash once)."""
+        return len(names) == len(self.members) and self.members.issuperset(names)
 
 
 class GpuArrays:
@@ -81,9 +86,9 @@ class GpuArrays:
         self.states: StateCache = {}
         self.version = 0
         self._stale: set[int] = set()
-        # node set -> its shape (in the order first named), node rows, GPU rows, and its
-        # latest table (version, table)
-        self._shapes: dict[frozenset[str], _Shaped] = {}
+        # node sets' shapes (in the order first named), node rows, GPU rows, and latest
+        # tables (version, table); the most recently used last
+        self._shapes: list[_Shaped] = []
         for node, index in queues:
             self.mark(node, index)
         self.refresh(now)
@@ -109,16 +114,18 @@ class GpuArrays:
             self.node_version[node] = self.version
 
     def table(self, names: Sequence[str], now: float) -> GpuTable:
-        """The `GpuTable` of the named nodes at `now` (unknown names: no layout), in the
-        order this set of names was first asked for in (the module docstring)."""
+        """The `GpuTable` of the named (distinct) nodes at `now` (unknown names: no layout),
+        in the order this set of names was first asked for in (the module docstring)."""
         self.refresh(now)
-        key = frozenset(names)
-        shaped = self._shapes.pop(key, None)
-        if shaped is None:
-            shaped = _Shaped(*self._shape_of(tuple(names)))
-            if len(self._shapes) >= SHAPES_KEPT:
-                del self._shapes[next(iter(self._shapes))]  # the least recently used
-        self._shapes[key] = shaped  # the most recently used last
+        shapes = self._shapes
+        found = next((i for i in range(len(shapes) - 1, -1, -1)
+                      if shapes[i].holds_exactly(names)), None)
+        if found is None:
+            shaped = _Shaped(frozenset(names), *self._shape_of(tuple(names)))
+            del shapes[:max(0, len(shapes) + 1 - SHAPES_KEPT)]  # the least recently used
+        else:
+            shaped = shapes.pop(found)
+        shapes.append(shaped)
         if shaped.table is None or shaped.table[0] != self.version:
             rows, mib, predicted, started, expires = shaped.rows, *self._columns
             table = GpuTable(shaped.shape, self.gpu_free[rows], self.gpu_jobs[rows],

@@ -137,8 +137,10 @@ def test_the_workers_arrays_follow_every_change_as_the_per_node_path_reads_it(
             store.mark_running(rng.choice(live), now - rng.uniform(0, 100))
         else:
             store.release(live.pop(rng.randrange(len(live))))
-        arrays = store.snapshot(dict.fromkeys(rng.choice(lists)), now)
+        chosen = rng.choice(lists)
+        arrays = store.snapshot(dict.fromkeys(chosen), now)
         named = list(arrays.nodes)  # in the order its set was first named in: ties break so
+        assert sorted(named) == sorted(chosen), f"step {step}: another set's table"
         per_node = store.snapshot(dict.fromkeys(named), now, vet=lambda claimed, seen: seen)
         assert isinstance(arrays.nodes, GpuTable) and not isinstance(per_node.nodes, GpuTable)
         assert dict(arrays.nodes.items()) == per_node.nodes, f"step {step}"
