@@ -148,13 +148,14 @@ def run_case(nodes_count: int, args: Options) -> dict[str, Any]:
 def render_table(cases: list[dict[str, Any]]) -> str:
     """The cases as a Markdown table (the README quotes it)."""
     lines = ["| case | no-op | extender | ratio | p50 | p99 | pods/s | "
-             + " | ".join(PHASES) + " | in-process | service overhead |",
-             "|---" * (9 + len(PHASES)) + "|"]
+             + " | ".join(PHASES) + " | in-process | service overhead | after answer |",
+             "|---" * (10 + len(PHASES)) + "|"]
     for c in cases:
         profile = c["phases"]
         shares = (" | ".join(f"{100 * profile['share'][p]:.0f} %" for p in PHASES)
                   + f" | {profile['pieces_ms']:.2f} ms | {profile['service_overhead_ms']:.2f} ms"
-                  ) if profile else " | ".join("-" for _ in range(len(PHASES) + 2))
+                  + f" | {profile['after_answer_ms']:.2f} ms"
+                  ) if profile else " | ".join("-" for _ in range(len(PHASES) + 3))
         lines.append(f"| {c['nodes']} nodes ({c['gpus']} GPUs), {c['mode']}, "
                      f"{c['node_order']} order | "
                      f"{c['noop_ms_per_pod']} ms | {c['extender_ms_per_pod']} ms | "

@@ -14,7 +14,7 @@ import orjson
 
 from bench.cluster import prioritize_body
 from estimator.predict import Estimator
-from extender.core import filtering, prioritizing
+from extender.core import filtering
 from extender.core.annotations import parse_demand
 from extender.core.gpu_table import distinct_layouts
 from extender.core.job import PodJob
@@ -23,6 +23,7 @@ from extender.service import Scheduler
 from extender.settings import Settings
 from extender.sizing import Sizer, check_fits_somewhere
 from extender.state.store import RedisStore, WaitersRead
+from extender.web.ahead import PricedAhead, after_filter
 from extender.web.known_nodes import KnownNodeObjects
 from extender.wire import kube as wire_kube
 from extender.wire.objects import NodeLayouts
@@ -40,7 +41,9 @@ def phase_profile(url: str, bodies: list[bytes], now: Callable[[], float]) -> di
     sizer = Sizer(estimator, settings.declared_default_s)
     scheduler = Scheduler(settings, RedisStore.from_url(url), estimator)
     layouts, known = NodeLayouts(), KnownNodeObjects()
-    samples: dict[str, list[float]] = {name: [] for name in (*PHASES, "service")}
+    ahead = PricedAhead()
+    samples: dict[str, list[float]] = {name: [] for name in (*PHASES, "service",
+                                                             "after answer")}
     for body in bodies:
         spent = dict.fromkeys(samples, 0.0)
         clock = _Clock()
@@ -66,25 +69,22 @@ def phase_profile(url: str, bodies: list[bytes], now: Callable[[], float]) -> di
             store.record_filter(decision.record, settings.demand_ttl_s, decision.waiter,
                                 snapshot.now, settings.wait_ttl_s, decision.told)
         spent["write"] += clock.lap()
-        encoded = wire_kube.encode_filter(args, decision.verdicts)
-        if args.node_items is None:  # as the route does
-            layouts.passed(encoded["NodeNames"])
-        answer = orjson.dumps(encoded)
+        answer = orjson.dumps(wire_kube.encode_filter(args, decision.verdicts))
         spent["encode"] += clock.lap()
         scheduler.filter(args.pod, args.nodes)
         spent["service"] += clock.lap()
+        after_filter(scheduler, layouts, ahead, args, decision.verdicts)  # as the route does
+        spent["after answer"] += clock.lap()
 
         passed = prioritize_body(body, answer)
         clock = _Clock()
         args = wire_kube.decode_args(known.parse(passed), layouts)
         spent["parse"] += clock.lap()
-        # the cycle: priced on filter's assessment, as `Scheduler.prioritize` does
-        scores = prioritizing.decide_scores(job, args.nodes, settings)
-        spent["decision"] += clock.lap()
-        wire_kube.encode_priorities_json(scores)
+        scores = scheduler.prioritize(args.pod, args.nodes)  # the cycle's: priced ahead
+        spent["service"] += (priced := clock.lap())
+        spent["decision"] += priced
+        ahead.body_for(scores) or wire_kube.encode_priorities_json(scores)
         spent["encode"] += clock.lap()
-        scheduler.prioritize(args.pod, args.nodes)
-        spent["service"] += clock.lap()
         for name, ms in spent.items():
             samples[name].append(ms)
     medians = {name: statistics.median(values) for name, values in samples.items()}
@@ -93,7 +93,8 @@ def phase_profile(url: str, bodies: list[bytes], now: Callable[[], float]) -> di
     return {"ms_per_pod": {name: round(medians[name], 3) for name in PHASES},
             "share": {name: round(medians[name] / pieces, 3) for name in PHASES},
             "pieces_ms": round(pieces, 3), "service_ms": round(medians["service"], 3),
-            "service_overhead_ms": round(medians["service"] - inside, 3)}
+            "service_overhead_ms": round(medians["service"] - inside, 3),
+            "after_answer_ms": round(medians["after answer"], 3)}
 
 
 class _Clock:

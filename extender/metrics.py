@@ -39,6 +39,11 @@ REQUEST_SECONDS = Histogram(
     "schedtune_extender_request_seconds", "Latency per verb", ["verb"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
 )  # fmt: skip
+AFTER_ANSWER_SECONDS = Histogram(
+    "schedtune_extender_after_answer_seconds",
+    "Work a worker does once a verb's answer is sent, before its next request", ["verb"],
+    buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1),
+)  # fmt: skip
 FILTER_DENIALS = Counter("schedtune_filter_denials_total", "Nodes refused by filter", ["reason"])
 PASSTHROUGH = Counter("schedtune_passthrough_total", "Pods without schedtune.io/model", ["verb"])
 ERRORS = Counter("schedtune_extender_errors_total", "Requests answered with an error",

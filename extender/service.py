@@ -29,7 +29,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from estimator.errors import EstimatorError, UnknownModel
 from estimator.predict import Estimator
@@ -57,27 +57,41 @@ NodeLayoutsByName = Mapping[str, NodeGpus | None]  # None: the node watcher's la
 
 @dataclass(frozen=True)
 class _Cycle:
-    """The pod this worker filtered last: when (monotonic), its nodes and its assessment."""
+    """The pod this worker filtered last: when (monotonic), its nodes and its assessment;
+    `priced`: prioritize's scores of `priced_nodes` (the nodes that passed), when computed
+    ahead (`Scheduler.price_ahead`)."""
 
     uid: str
     at: float
     nodes: NodeLayoutsByName
     assessment: Assessment
+    priced_nodes: NodeLayoutsByName | None = None
+    priced: Mapping[str, float] | None = None
 
     def covers(self, pod: PodInfo, nodes: NodeLayoutsByName) -> bool:
         """Whether prioritize of `pod` over `nodes` can be priced on this filter's work: the
         pod estimated as the same job, every node among filter's with the same layout."""
-        job = self.assessment
-        if not isinstance(job, PodJob) or not nodes.keys() <= self.nodes.keys():
+        if not isinstance(self.assessment, PodJob) or not nodes.keys() <= self.nodes.keys():
             return False
-        try:
-            if parse_demand(pod) != job.demand:
-                return False
-        except (AnnotationError, EstimatorError):
+        if not self._same_job(pod):
             return False
         if not any(nodes.values()) and not any(self.nodes.values()):  # names mode: no layouts
             return True
         return all(layout == self.nodes[name] for name, layout in nodes.items())
+
+    def priced_for(self, pod: PodInfo, nodes: NodeLayoutsByName) -> Mapping[str, float] | None:
+        """The scores priced ahead when they are of these very nodes (names and layouts)
+        for the same job, else None."""
+        if self.priced is None or nodes != self.priced_nodes or not self._same_job(pod):
+            return None
+        return self.priced
+
+    def _same_job(self, pod: PodInfo) -> bool:
+        job = self.assessment
+        try:
+            return isinstance(job, PodJob) and parse_demand(pod) == job.demand
+        except (AnnotationError, EstimatorError):
+            return False
 
 
 class Scheduler:
@@ -119,14 +133,35 @@ class Scheduler:
         filter read and computed (its snapshot, needs and fits: no round trip, as
         kube-scheduler scores on its cycle's snapshot) when they are among its nodes, else
         read as it read them; a placement made here since, or `prioritize_reuse_s`
-        passed, reads them again."""
+        passed, reads them again. The nodes that passed are usually priced already
+        (`price_ahead`): those scores are returned as they are."""
         cycle = self._cycle
         in_cycle = (cycle is not None and cycle.uid == pod.uid
                     and time.monotonic() - cycle.at <= self.settings.prioritize_reuse_s)
-        if in_cycle and cycle is not None and cycle.covers(pod, nodes):
-            return prioritizing.decide_scores(cycle.assessment, nodes, self.settings)
+        if in_cycle and cycle is not None:
+            if (priced := cycle.priced_for(pod, nodes)) is not None:
+                return priced
+            if cycle.covers(pod, nodes):
+                return prioritizing.decide_scores(cycle.assessment, nodes, self.settings)
         return prioritizing.decide_scores(self._assess(pod, nodes, sync=not in_cycle), nodes,
                                           self.settings)
+
+    def price_ahead(self, pod: PodInfo, passed: NodeLayoutsByName) -> Mapping[str, float] | None:
+        """Prioritize's scores of `passed` (the nodes filter just passed `pod`, with the
+        layouts filter read), computed once filter has answered and kept with the cycle:
+        kube-scheduler runs its own score plugins before it calls prioritize with that
+        list, so the pricing is off its path. None (nothing kept) when the pod is not the
+        one filtered last, not ours, or passed fewer than two nodes (kube-scheduler
+        scores none then)."""
+        cycle = self._cycle
+        if (cycle is None or cycle.uid != pod.uid or cycle.priced is not None
+                or not isinstance(cycle.assessment, PodJob) or len(passed) < 2):
+            return None
+        scores = prioritizing.decide_scores(cycle.assessment, passed, self.settings)
+        if self._cycle is not cycle:  # a placement or another pod since: nothing kept
+            return None
+        self._cycle = replace(cycle, priced_nodes=passed, priced=scores)
+        return scores
 
     def bind(self, pod: PodInfo, node: str) -> dict[str, str]:
         """Reserve on the GPU prioritize costed, create the Binding, confirm. Idempotent per

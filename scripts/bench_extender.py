@@ -15,10 +15,12 @@ beside it: the floor moves from one to the next), and where ours spends its time
 bodies replayed in-process through the verbs' public pieces (parse: depth check, JSON,
 decode, as the verbs do it: node objects seen before are not parsed again; state sync: the
 snapshot; estimation: needs per GPU type; decision; write: the filter record; encode: the
-answer as bytes; prioritize, in filter's cycle, prices on filter's assessment: no state
-sync and no estimation of its own), each as a share of their sum, with the whole verb
-timed through the service beside it (`service` minus the pieces inside it: its own
-overhead).
+answer as bytes; prioritize, in filter's cycle, answers with the scores priced once
+filter's answer was sent: no state sync, estimation or pricing of its own), each as a
+share of their sum, with the whole verb timed through the service beside it (`service`
+minus the pieces inside it: its own overhead), and `after answer`: what a worker does
+once filter has answered (prioritize's scores priced and encoded), off the path the
+ratio times, as it is off kube-scheduler's (which runs its own score plugins then).
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from extender.web import ui
 from extender.state.embedded_redis import open_store
 from extender.errors import StoreUnavailable
 from extender.web.known_nodes import KnownNodeObjects
+from extender.web.ahead import PricedAhead
 from extender.web.http_io import respond
 from extender.cluster.binders import RECORD_ONLY, BindTarget
 from extender.service import Scheduler
@@ -52,6 +53,7 @@ def create_app(settings: Settings | None = None, binder: BindTarget | None = Non
     app.extensions["schedtune"] = scheduler
     app.extensions["schedtune.node_layouts"] = NodeLayouts()
     app.extensions["schedtune.known_nodes"] = KnownNodeObjects()
+    app.extensions["schedtune.priced_ahead"] = PricedAhead()
     app.register_blueprint(routes_kube.bp)
     app.register_blueprint(routes_volcano.bp)
     app.register_blueprint(ui.bp)

@@ -25,6 +25,7 @@ from extender.service import Scheduler
 from extender.wire.objects import NodeLayouts
 
 if TYPE_CHECKING:
+    from extender.web.ahead import PricedAhead
     from extender.web.known_nodes import KnownNodeObjects
 
 MAX_JSON_DEPTH = 64  # arrays and objects inside each other; real requests reach 12
@@ -127,6 +128,11 @@ def known_nodes() -> KnownNodeObjects:
 def node_layouts() -> NodeLayouts:
     """The app's memory of node versions already parsed (bounded, one per app)."""
     return current_app.extensions["schedtune.node_layouts"]
+
+
+def priced_ahead() -> PricedAhead:
+    """The app's last prioritize answer encoded ahead (one per app)."""
+    return current_app.extensions["schedtune.priced_ahead"]
 
 
 def timed(verb: str) -> Callable[[Callable[..., Response]], Callable[..., Response]]:

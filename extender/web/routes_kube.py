@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import logging
+from functools import partial
+
 from flask import Blueprint, Response, request
 
 from extender.wire import kube as wire_kube
 from extender.errors import ExtenderError
+from extender.web.ahead import after_filter
 from extender.web.http_io import (
-    known_nodes, node_layouts, read_json, respond, respond_encoded, scheduler, timed,
+    known_nodes, node_layouts, priced_ahead, read_json, respond, respond_encoded, scheduler,
+    timed,
 )  # fmt: skip
 from extender.metrics import BINDS, ERRORS, count_filter
 from extender.model import PodInfo
@@ -24,9 +28,10 @@ def filter_nodes() -> Response:
     decision = scheduler().filter(args.pod, args.nodes)
     count_filter("filter", decision)
     answer = wire_kube.encode_filter(args, decision.verdicts)
-    if args.node_items is None:  # names: prioritize comes with the list that passed
-        node_layouts().passed(answer["NodeNames"])
-    return respond(answer)
+    response = respond(answer)
+    response.call_on_close(partial(after_filter, scheduler(), node_layouts(), priced_ahead(),
+                                   args, decision.verdicts))
+    return response
 
 
 @bp.post("/prioritize")
@@ -34,7 +39,8 @@ def filter_nodes() -> Response:
 def prioritize() -> Response:
     args = wire_kube.decode_args(read_json(known_nodes().parse), node_layouts())
     scores = scheduler().prioritize(args.pod, args.nodes)
-    return respond_encoded(wire_kube.encode_priorities_json(scores))
+    return respond_encoded(priced_ahead().body_for(scores)
+                           or wire_kube.encode_priorities_json(scores))
 
 
 @bp.post("/bind")

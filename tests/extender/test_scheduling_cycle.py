@@ -8,7 +8,9 @@ from dataclasses import replace
 
 import pytest
 
+from extender.core import prioritizing
 from extender.model import JobRecord, NodeGpus
+from extender.service import Scheduler
 from extender.web.app import create_app
 from tests.builders import bind_args, filter_args, make_node, make_pod
 
@@ -175,3 +177,64 @@ def test_the_nodes_that_passed_are_priced_on_filters_work_as_a_fresh_read_prices
     other = make_pod("pod", uid=pod["metadata"]["uid"], model="vgg16", task="train",
                      batch=16, epochs=1)
     assert scores(here, passing, other) == scores(replicas(), passing, other) != reused
+
+
+@pytest.mark.parametrize("names_only", [True, False])
+@pytest.mark.parametrize("node_count", [12, 40])  # node by node, and over arrays
+def test_the_nodes_that_passed_are_priced_once_filters_answer_is_sent(
+        replicas, store, monkeypatch, node_count, names_only) -> None:
+    """Once filter's answer is sent (its response closed, as a server does), the nodes that
+    passed are priced: prioritize of that list answers with those scores, as a replica
+    that reads them afresh scores them, and prices nothing again; another list or
+    another job is priced as before."""
+    nodes = _busy_cluster(store, node_count)
+    priced: list[list[str]] = []
+    real = prioritizing.decide_scores
+    monkeypatch.setattr(prioritizing, "decide_scores",
+                        lambda job, names, settings: priced.append(list(names))
+                        or real(job, names, settings))
+    here = replicas()
+    pod = make_pod("pod", model="resnet50", task="train", batch=64, epochs=1)
+    with here.post("/filter", json=filter_args(pod, nodes, names_only=names_only)) as answer:
+        out = answer.get_json()
+        assert priced == []  # nothing before the answer is sent
+    passing = out["NodeNames"] if names_only else [n["metadata"]["name"]
+                                                   for n in out["Nodes"]["items"]]
+    assert 0 < len(passing) < node_count and priced == [passing]
+
+    def scores(client, names: list[str], which: dict = pod) -> list[dict]:
+        args = filter_args(which, [n for n in nodes if n["metadata"]["name"] in names],
+                           names_only=names_only)
+        if names_only:
+            args["NodeNames"] = names
+        return client.post("/prioritize", json=args).get_json()
+
+    reused = scores(here, passing)
+    assert priced == [passing] and len({p["Score"] for p in reused}) > 1
+    assert [p["Host"] for p in reused] == passing and reused == scores(replicas(), passing)
+    part = passing[::2]
+    assert scores(here, part) == scores(replicas(), part)
+    other = make_pod("pod", uid=pod["metadata"]["uid"], model="vgg16", task="train",
+                     batch=16, epochs=1)
+    del priced[:]
+    assert scores(here, passing, other) == scores(replicas(), passing, other)
+    assert priced == [passing, passing]  # here priced it again, as the fresh replica did
+
+
+def test_pricing_that_fails_after_the_answer_loses_nothing(replicas, store, monkeypatch,
+                                                           capsys) -> None:
+    nodes = _busy_cluster(store, 12)
+    here = replicas()
+
+    def broken(self, pod, passed):
+        raise RuntimeError("broken pricing")
+
+    monkeypatch.setattr(Scheduler, "price_ahead", broken)
+    pod = make_pod("pod", model="resnet50", task="train", batch=64, epochs=1)
+    with here.post("/filter", json=filter_args(pod, nodes, names_only=True)) as answer:
+        passing = answer.get_json()["NodeNames"]
+    assert "pricing ahead failed" in capsys.readouterr().err
+    args = filter_args(pod, nodes, names_only=True)
+    args["NodeNames"] = passing
+    assert (here.post("/prioritize", json=args).get_json()
+            == replicas().post("/prioritize", json=args).get_json())
