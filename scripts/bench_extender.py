@@ -57,6 +57,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--node-order", choices=("shuffled", "fixed"), default="shuffled",
                         help="shuffled (default): each pod's nodes in a new order, as "
                         "kube-scheduler's parallel filters list them; fixed: one order")
+    parser.add_argument("--gap", choices=("client", "none"), default="client",
+                        help="client (default): prioritize's body is built from filter's "
+                        "answer between the two calls, untimed, as kube-scheduler builds it "
+                        "after its own score plugins; none: built in an earlier untimed "
+                        "pass and sent at once (what a worker does after answering filter "
+                        "then delays prioritize)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if not all(1 <= n <= 20000 for n in args.nodes) or not 1 <= args.pods <= 100000:
@@ -69,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--gpus must be 0..64")
     options = Options(mode=args.mode, pods=args.pods, rounds=args.rounds, workers=args.workers,
                       gpus=args.gpus, busy=args.busy, phase_pods=args.phase_pods,
-                      node_order=args.node_order)
+                      node_order=args.node_order, gap=args.gap)
     cases = []
     for count in args.nodes:
         cases.append(run_case(count, options))

@@ -44,9 +44,9 @@ def after_filter(service: Scheduler, layouts: NodeLayouts, ahead: PricedAhead,
     started = time.perf_counter()
     try:
         names = passing_names(verdicts)
-        if args.node_items is None:
-            layouts.passed(names)
-        scores = service.price_ahead(args.pod, {name: args.nodes[name] for name in names})
+        passed = (layouts.passed(names) if args.node_items is None  # names: no layouts
+                  else {name: args.nodes[name] for name in names})
+        scores = service.price_ahead(args.pod, passed)
         if scores is not None:
             ahead.keep(scores, wire_kube.encode_priorities_json(scores))
     except Exception:  # noqa: BLE001 (the answer is sent; nothing may escape into the server)

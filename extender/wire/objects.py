@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,11 +80,13 @@ class NodeLayouts:
         self._keep_checked(values, nodes)
         return nodes.copy()
 
-    def passed(self, names: list[str]) -> None:
+    def passed(self, names: list[str]) -> Mapping[str, None]:
         """Remember `names`, the part of a list checked here that filter passed, as checked:
         kube-scheduler sends prioritize that very list (the nodes that passed, in the order
-        filter answered them)."""
-        self._keep_checked(list(names), dict.fromkeys(names))
+        filter answered them). Returns them as the mapping kept (not to be changed)."""
+        nodes = dict.fromkeys(names)
+        self._keep_checked(list(names), nodes)
+        return nodes
 
     def _keep_checked(self, values: list[str], nodes: dict[str, None]) -> None:
         kept = self._names
