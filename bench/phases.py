@@ -73,7 +73,7 @@ def phase_profile(url: str, bodies: list[bytes], now: Callable[[], float]) -> di
         spent["encode"] += clock.lap()
         scheduler.filter(args.pod, args.nodes)
         spent["service"] += clock.lap()
-        after_filter(scheduler, layouts, ahead, args, decision.verdicts)  # as the route does
+        after_filter(scheduler, layouts, ahead, args, decision)  # as the route does
         spent["after answer"] += clock.lap()
 
         passed = prioritize_body(body, answer)

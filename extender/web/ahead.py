@@ -1,5 +1,7 @@
 """Work done once filter's answer is sent, before the worker reads its next request.
 
+Its refused nodes are counted for the metrics, and:
+
 kube-scheduler runs its own score plugins over the nodes that passed before it calls
 prioritize with that very list (in the order filter answered it), so prioritize's
 answer is priced and encoded then (`Scheduler.price_ahead`), off kube-scheduler's
@@ -14,8 +16,8 @@ import time
 from collections.abc import Mapping
 
 from extender.by_node import passing_names
-from extender.metrics import AFTER_ANSWER_SECONDS
-from extender.model import Verdict
+from extender.core.filtering import FilterDecision
+from extender.metrics import AFTER_ANSWER_SECONDS, count_filter
 from extender.service import Scheduler
 from extender.wire import kube as wire_kube
 from extender.wire.objects import NodeLayouts
@@ -38,12 +40,14 @@ class PricedAhead:
 
 
 def after_filter(service: Scheduler, layouts: NodeLayouts, ahead: PricedAhead,
-                 args: wire_kube.ExtenderArgs, verdicts: Mapping[str, Verdict]) -> None:
-    """The passing list remembered as checked (names mode) and prioritize's answer for it
-    priced and encoded. A failure here loses nothing: prioritize prices the pod itself."""
+                 args: wire_kube.ExtenderArgs, decision: FilterDecision) -> None:
+    """The refused nodes counted (metrics), the passing list remembered as checked (names
+    mode) and prioritize's answer for it priced and encoded. A failure here loses
+    nothing: prioritize prices the pod itself."""
     started = time.perf_counter()
     try:
-        names = passing_names(verdicts)
+        count_filter("filter", decision)
+        names = passing_names(decision.verdicts)
         passed = (layouts.passed(names) if args.node_items is None  # names: no layouts
                   else {name: args.nodes[name] for name in names})
         scores = service.price_ahead(args.pod, passed)

@@ -14,7 +14,7 @@ from extender.web.http_io import (
     known_nodes, node_layouts, priced_ahead, read_json, respond, respond_encoded, scheduler,
     timed,
 )  # fmt: skip
-from extender.metrics import BINDS, ERRORS, count_filter
+from extender.metrics import BINDS, ERRORS
 from extender.model import PodInfo
 
 bp = Blueprint("kube", __name__)
@@ -26,11 +26,9 @@ log = logging.getLogger(__name__)
 def filter_nodes() -> Response:
     args = wire_kube.decode_args(read_json(known_nodes().parse), node_layouts())
     decision = scheduler().filter(args.pod, args.nodes)
-    count_filter("filter", decision)
-    answer = wire_kube.encode_filter(args, decision.verdicts)
-    response = respond(answer)
+    response = respond(wire_kube.encode_filter(args, decision.verdicts))
     response.call_on_close(partial(after_filter, scheduler(), node_layouts(), priced_ahead(),
-                                   args, decision.verdicts))
+                                   args, decision))
     return response
 
 

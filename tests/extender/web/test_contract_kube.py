@@ -174,7 +174,7 @@ def test_huge_body_is_refused(app, client) -> None:
 def test_health_and_metrics(client) -> None:
     assert client.get("/healthz").status_code == 200
     assert client.get("/readyz").get_json()["status"] == "ready"
-    client.post("/filter", json=filter_args(make_pod(model=None), [make_node("a")]))
+    client.post("/filter", json=filter_args(make_pod(model=None), [make_node("a")])).close()
     assert b"schedtune_passthrough_total" in client.get("/metrics").data
 
 
@@ -185,5 +185,6 @@ def test_refused_nodes_are_counted_by_kind(client) -> None:
 
     small = [make_node(f"small-{i}", memory_mib=1000 + i) for i in range(3)]  # 3 reasons, 1 kind
     before = too_small()
-    client.post("/filter", json=filter_args(make_pod(model="vgg16", batch=64), small))
+    with client.post("/filter", json=filter_args(make_pod(model="vgg16", batch=64), small)):
+        assert too_small() == before  # counted once the answer is sent: off its path
     assert too_small() - before == 3
