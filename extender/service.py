@@ -80,11 +80,12 @@ class _Cycle:
         return all(layout == self.nodes[name] for name, layout in nodes.items())
 
     def priced_for(self, pod: PodInfo, nodes: NodeLayoutsByName) -> Mapping[str, float] | None:
-        """The scores priced ahead when they are of these very nodes (names and layouts)
-        for the same job, else None."""
-        if self.priced is None or nodes != self.priced_nodes or not self._same_job(pod):
+        """The scores priced ahead when they are of these very nodes (names and layouts; in
+        names mode, usually the very mapping the passing list was kept as) for the same
+        job, else None."""
+        if self.priced is None or not (nodes is self.priced_nodes or nodes == self.priced_nodes):
             return None
-        return self.priced
+        return self.priced if self._same_job(pod) else None
 
     def _same_job(self, pod: PodInfo) -> bool:
         job = self.assessment

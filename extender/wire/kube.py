@@ -35,7 +35,7 @@ MAX_EXTENDER_PRIORITY = 10
 @dataclass(frozen=True)
 class ExtenderArgs:
     pod: PodInfo
-    nodes: dict[str, NodeGpus | None]  # None: names mode, layout from the node watcher
+    nodes: Mapping[str, NodeGpus | None]  # None: names mode, layout from the node watcher
     node_items: list[dict[str, Any]] | None  # full-nodes mode: echoed back by filter
 
 

@@ -15,6 +15,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -64,33 +65,31 @@ class NodeLayouts:
         self.max_entries = max_entries
         self._layouts: OrderedDict[NodeVersion, NodeGpus] = OrderedDict()
         self._lock = threading.Lock()  # move_to_end and popitem race between threads
-        # (list, its names as a dict), most recently used last; replaced whole, never edited
-        self._names: tuple[tuple[list[str], dict[str, None]], ...] = ()
+        # (list, its names as a read-only mapping), most recently used last; replaced whole
+        self._names: tuple[tuple[list[str], Mapping[str, None]], ...] = ()
 
-    def names(self, values: list[Any], what: str) -> dict[str, None]:
-        """`values` checked by `require_names` as a new dict of the names in order (the
-        same as `dict.fromkeys`); equal to a list checked lately, it is not checked again."""
+    def names(self, values: list[Any], what: str) -> Mapping[str, None]:
+        """`values` checked by `require_names`, as a read-only mapping of the names in order
+        (the same as `dict.fromkeys`); equal to a list checked lately, it is not checked
+        again and the same mapping comes back."""
         kept = self._names
         for i in range(len(kept) - 1, -1, -1):
             if kept[i][0] == values:
                 hit = kept[i]
                 self._names = (*kept[:i], *kept[i + 1:], hit)
-                return hit[1].copy()
-        nodes = dict.fromkeys(require_names(values, what))
-        self._keep_checked(values, nodes)
-        return nodes.copy()
+                return hit[1]
+        return self._keep_checked(values, dict.fromkeys(require_names(values, what)))
 
     def passed(self, names: list[str]) -> Mapping[str, None]:
         """Remember `names`, the part of a list checked here that filter passed, as checked:
         kube-scheduler sends prioritize that very list (the nodes that passed, in the order
-        filter answered them). Returns them as the mapping kept (not to be changed)."""
-        nodes = dict.fromkeys(names)
-        self._keep_checked(list(names), nodes)
-        return nodes
+        filter answered them). Returns the mapping `names` will return for it."""
+        return self._keep_checked(list(names), dict.fromkeys(names))
 
-    def _keep_checked(self, values: list[str], nodes: dict[str, None]) -> None:
-        kept = self._names
-        self._names = (*kept[max(0, len(kept) + 1 - NAME_LISTS_KEPT):], (values, nodes))
+    def _keep_checked(self, values: list[str], nodes: dict[str, None]) -> Mapping[str, None]:
+        kept, view = self._names, MappingProxyType(nodes)
+        self._names = (*kept[max(0, len(kept) + 1 - NAME_LISTS_KEPT):], (values, view))
+        return view
 
     def __len__(self) -> int:
         return len(self._layouts)

@@ -54,12 +54,14 @@ def test_a_large_request_decodes_to_its_names_in_order_without_duplicates() -> N
         decode_args({"Pod": make_pod(), "NodeNames": [*names[:10], "Bad_Name"]})
 
 
-def test_a_list_of_names_checked_before_is_not_checked_again_and_never_shared() -> None:
+def test_a_list_of_names_checked_before_is_not_checked_again_and_cannot_be_changed() -> None:
     layouts = NodeLayouts()
     names = [f"gpu-node-{i}" for i in range(2000)]
     first = decode_args({"Pod": make_pod(), "NodeNames": list(names)}, layouts)
-    first.nodes.pop("gpu-node-0")  # a caller's copy: the next request is unaffected
+    with pytest.raises(TypeError):  # shared by the requests that name the list: read-only
+        first.nodes["gpu-node-0"] = None  # type: ignore[index]
     again = decode_args({"Pod": make_pod(), "NodeNames": list(names)}, layouts)
+    assert again.nodes is first.nodes
     assert list(again.nodes) == names and set(again.nodes.values()) == {None}
     for bad in ([*names[:-1], "Bad_Name"], [*names[:-1], 7], names[:5] + [None]):
         with pytest.raises(BadRequest, match=r"NodeNames\[\] must be"):
