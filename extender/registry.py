@@ -18,7 +18,7 @@ from estimator.errors import EstimatorError
 from estimator.llm import TransformerConfig
 from estimator.registered import RegisteredModel, with_registered
 from extender.sizing import Sizer
-from extender.state.store import RedisStore
+from extender.state.store import NONE_REGISTERED, RedisStore
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ class ModelRegistry:
         self.models: dict[str, RegisteredModel] = {}
         self._base = self.estimator.table  # the built-in models' features
         self._known = frozenset(self._base.models) | frozenset(sizer.transformers)
-        self._rev: str | None = None
+        self._rev = NONE_REGISTERED  # the built-in table, as loaded: nothing to reload
         self._checked_at = -float("inf")
 
     def sync(self) -> None:

@@ -113,6 +113,7 @@ INTERFERENCE_KEY = "st:interference"  # GPU type -> learned alpha (the monitor's
 OWNER_RUNS_KEY = "st:owner-runs"
 MODELS_KEY = "st:models"
 MODELS_REV_KEY = "st:models:rev"
+NONE_REGISTERED = "0"  # the registry's revision before any model was registered
 LayoutRule = Callable[[NodeGpus | None, NodeGpus | None], NodeGpus | None]
 KUBE_BIND = "kube"  # a reservation's source: kube-scheduler's bind verb
 VOLCANO_ALLOCATE = "volcano"  # Volcano's allocate event (only its deallocate may drop it)
@@ -316,10 +317,11 @@ class RedisStore:
         pipe.get(MODELS_REV_KEY)
         pipe.hgetall(MODELS_KEY)
         rev, entries = self._call(pipe.execute)
-        return rev or "0", entries
+        return rev or NONE_REGISTERED, entries
 
     def models_rev(self) -> str:
-        return self._call(self._redis.get, MODELS_REV_KEY) or "0"
+        """The registry's revision: `NONE_REGISTERED` until a model is first registered."""
+        return self._call(self._redis.get, MODELS_REV_KEY) or NONE_REGISTERED
 
     def record_owner_run(self, owner: str, seconds: float) -> None:
         """Count a finished run of `owner`'s pods (namespace/kind/name) and its seconds."""

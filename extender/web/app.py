@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+from contextlib import suppress
 from collections.abc import Callable
 
 from flask import Flask, Response
@@ -45,6 +46,8 @@ def create_app(settings: Settings | None = None, binder: BindTarget | None = Non
     estimator.warm()
     binder = binder or _binder(settings)
     scheduler = Scheduler(settings, store, estimator, binder, **({"clock": clock} if clock else {}))
+    with suppress(StoreUnavailable):  # models registered at run time, warmed before any request
+        scheduler.registry.sync()
     state = metrics.StateCollector(store, settings.collocation,
                                    **({"clock": clock} if clock else {}))
 

@@ -54,8 +54,8 @@ def _filter(client, pod) -> dict:
     return client.post("/filter", json=filter_args(pod, [NODE])).get_json()
 
 
-def test_a_users_model_is_registered_once_and_placed_by_every_replica(env, redis_url,
-                                                                       capsys) -> None:
+def test_a_users_model_is_registered_once_and_placed_by_every_replica(env, redis_url, capsys,
+                                                                       monkeypatch) -> None:
     first, _ = _replica(redis_url)
     second, binder = _replica(redis_url)
     pod = make_pod(model="tinynet", batch=24)
@@ -86,6 +86,31 @@ def test_a_users_model_is_registered_once_and_placed_by_every_replica(env, redis
 
     assert models.main(["load", str(env / "out" / "tinynet.json")]) == 0  # from version control
     assert _filter(first, make_pod(model="tinynet"))["Nodes"]["items"]
+
+    tables = _tables_used(monkeypatch)
+    third, _ = _replica(redis_url)  # started after the registration: follows it when built
+    assert len(tables) == 1 and "tinynet" in tables[0].models
+    assert _filter(third, make_pod(model="tinynet"))["Nodes"]["items"] and len(tables) == 1
+
+
+def test_a_replica_with_nothing_registered_keeps_its_warmed_table(redis_url, monkeypatch) -> None:
+    """No registration: neither building a replica nor its first requests re-predict the
+    built-in models (a reload would: about 0.2 s on a request)."""
+    tables = _tables_used(monkeypatch)
+    client, _ = _replica(redis_url)
+    time.sleep(1.1)  # past the registry's check interval
+    for batch in (16, 32):
+        assert _filter(client, make_pod(model="resnet50", batch=batch))["Nodes"]["items"]
+    assert tables == []
+
+
+def _tables_used(monkeypatch) -> list:
+    """Every feature table an estimator is switched to (`Estimator.use_table`), in order."""
+    tables: list = []
+    real = Estimator.use_table
+    monkeypatch.setattr(Estimator, "use_table",
+                        lambda self, table: tables.append(table) or real(self, table))
+    return tables
 
 
 def test_a_batch_not_computed_is_interpolated_between_the_computed_ones(env,
