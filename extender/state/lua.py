@@ -135,7 +135,9 @@ CHANGES = """
 -- (-1: every one), until when they must be live, how many of the shortest. Waiters: that
 -- pod's own entry, then the oldest live ones in order until `want` of them live until
 -- then, then the shortest likewise (an entry may come twice); the waiting orders are
--- walked, never the whole hash.
+-- walked, never the whole hash. KEYS[2], when given: a filter record written first
+-- (ARGV[7] its payload, ARGV[8] its TTL in seconds), in the read's round trip.
+if KEYS[2] then redis.call('SET', KEYS[2], ARGV[7], 'EX', ARGV[8]) end
 local since, now, want = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
 local live_until = tonumber(ARGV[5])
 local waiting
