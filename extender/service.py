@@ -153,12 +153,14 @@ class Scheduler:
         kube-scheduler runs its own score plugins before it calls prioritize with that
         list, so the pricing is off its path. None (nothing kept) when the pod is not the
         one filtered last, not ours, or passed fewer than two nodes (kube-scheduler
-        scores none then)."""
-        cycle = self._cycle
+        scores none then), and when `price_ahead` is off or prioritize never reuses
+        filter's work (`prioritize_reuse_s` 0)."""
+        cycle, settings = self._cycle, self.settings
         if (cycle is None or cycle.uid != pod.uid or cycle.priced is not None
-                or not isinstance(cycle.assessment, PodJob) or len(passed) < 2):
+                or not isinstance(cycle.assessment, PodJob) or len(passed) < 2
+                or not settings.price_ahead or settings.prioritize_reuse_s <= 0):
             return None
-        scores = prioritizing.decide_scores(cycle.assessment, passed, self.settings)
+        scores = prioritizing.decide_scores(cycle.assessment, passed, settings)
         if self._cycle is not cycle:  # a placement or another pod since: nothing kept
             return None
         self._cycle = replace(cycle, priced_nodes=passed, priced=scores)

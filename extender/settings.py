@@ -59,6 +59,11 @@ Environment variables (the manifests in k8s/ use exactly these names):
     EXTENDER_PRIORITIZE_REUSE_S    prioritize of the pod this worker filtered last, within
                                    this many seconds, scores on the queues that filter read
                                    (no Redis round trip; default 1; 0: always read again)
+    EXTENDER_PRICE_AHEAD           1 (default): once filter has answered, the worker prices
+                                   the nodes that passed for prioritize (kube-scheduler runs
+                                   its own score plugins meanwhile); 0: prioritize prices
+                                   them when asked (a scheduler configured without
+                                   prioritizeVerb would never use the work)
     EXTENDER_EVENT_RATE            Events the monitor posts per second at most (default 5;
                                    EXTENDER_EVENT_BURST at once, default 25); more are
                                    dropped and counted (schedtune_events_total)
@@ -140,6 +145,7 @@ class Settings:
     wait_ttl_s: float = 600.0
     decision_repeat_s: int = 600
     prioritize_reuse_s: float = 1.0
+    price_ahead: bool = True
     declared_default_s: float = 3600.0
     models_dir: Path = portable.MODELS_DIR
     event_rate: float = 5.0
@@ -202,6 +208,7 @@ class Settings:
             wait_ttl_s=_number(env, "EXTENDER_WAIT_TTL_S", 600.0, float, 10, 86400),
             decision_repeat_s=_number(env, "EXTENDER_DECISION_REPEAT_S", 600, int, 1, 86400),
             prioritize_reuse_s=_number(env, "EXTENDER_PRIORITIZE_REUSE_S", 1.0, float, 0, 60),
+            price_ahead=_choice(env, "EXTENDER_PRICE_AHEAD", "1", ("0", "1")) == "1",
             declared_default_s=_number(env, "EXTENDER_DECLARED_DEFAULT_S", 3600.0, float, 1,
                                        10**7),
             models_dir=_directory(env, "EXTENDER_MODELS_DIR") or portable.MODELS_DIR,

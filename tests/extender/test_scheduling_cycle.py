@@ -221,6 +221,25 @@ def test_the_nodes_that_passed_are_priced_once_filters_answer_is_sent(
     assert priced == [passing, passing]  # here priced it again, as the fresh replica did
 
 
+@pytest.mark.parametrize("off", [{"price_ahead": False}, {"prioritize_reuse_s": 0.0}])
+def test_nothing_is_priced_after_the_answer_when_it_is_off_or_never_reused(
+        replicas, settings, store, monkeypatch, off) -> None:
+    nodes = _busy_cluster(store, 12)
+    priced: list[list[str]] = []
+    real = prioritizing.decide_scores
+    monkeypatch.setattr(prioritizing, "decide_scores",
+                        lambda job, names, settings: priced.append(list(names))
+                        or real(job, names, settings))
+    here = replicas(replace(settings, **off))
+    pod = make_pod("pod", model="resnet50", task="train", batch=64, epochs=1)
+    with here.post("/filter", json=filter_args(pod, nodes, names_only=True)) as answer:
+        passing = answer.get_json()["NodeNames"]
+    assert len(passing) > 1 and priced == []
+    args = filter_args(pod, nodes, names_only=True)
+    args["NodeNames"] = passing
+    assert here.post("/prioritize", json=args).status_code == 200 and priced == [passing]
+
+
 def test_pricing_that_fails_after_the_answer_loses_nothing(replicas, store, monkeypatch,
                                                            capsys) -> None:
     nodes = _busy_cluster(store, 12)

@@ -47,6 +47,7 @@ def test_client_certificates_need_https() -> None:
     ({"EXTENDER_WAIT_FOR_FASTER": "1_5"}, "EXTENDER_WAIT_FOR_FASTER='1_5': expected a number"),
     ({"EXTENDER_HOLD_FOR": "1_0"}, "EXTENDER_HOLD_FOR='1_0': expected a number in 0..64"),
     ({"EXTENDER_HOLD_FOR": "_1"}, "EXTENDER_HOLD_FOR='_1': expected a number in 0..64"),
+    ({"EXTENDER_PRICE_AHEAD": "yes"}, "EXTENDER_PRICE_AHEAD='yes': expected one of 0, 1"),
 ])
 def test_values_no_process_could_use_are_refused_naming_the_variable(env, needle) -> None:
     with pytest.raises(SettingsError) as exc:
