@@ -26,6 +26,7 @@ access at all. No HTTP and no wire shapes here.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
@@ -109,6 +110,7 @@ class Scheduler:
         # A binder that reads pods (the API server's) lets bind check the pod first.
         self._pods = binder if isinstance(binder, PodReader) else None
         self._cycle: _Cycle | None = None  # the pod filtered last
+        self._cycle_lock = threading.Lock()  # pricing ahead swaps the cycle it priced only
 
     def filter(self, pod: PodInfo, nodes: NodeLayoutsByName) -> filtering.FilterDecision:
         """In names mode the record bind reads (the pod's demand) does not depend on the
@@ -117,7 +119,7 @@ class Scheduler:
         with_read = not any(nodes.values())
         assessment = self._assess(pod, nodes, record_with_read=with_read)
         decision = filtering.decide_filter(assessment, nodes, self.settings)
-        self._cycle = _Cycle(pod.uid, time.monotonic(), nodes, assessment)
+        self._set_cycle(_Cycle(pod.uid, time.monotonic(), nodes, assessment))
         written = (FilterRecord(assessment.demand)
                    if with_read and isinstance(assessment, PodJob) else None)
         if decision.writes_beyond(written):
@@ -161,9 +163,10 @@ class Scheduler:
                 or not settings.price_ahead or settings.prioritize_reuse_s <= 0):
             return None
         scores = prioritizing.decide_scores(cycle.assessment, passed, settings)
-        if self._cycle is not cycle:  # a placement or another pod since: nothing kept
-            return None
-        self._cycle = replace(cycle, priced_nodes=passed, priced=scores)
+        with self._cycle_lock:
+            if self._cycle is not cycle:  # a placement or another pod since: nothing kept
+                return None
+            self._cycle = replace(cycle, priced_nodes=passed, priced=scores)
         return scores
 
     def bind(self, pod: PodInfo, node: str) -> dict[str, str]:
@@ -210,14 +213,14 @@ class Scheduler:
         """Volcano's deallocate event: drop only what its allocate reserved for the pod on
         `node` and nobody confirmed (a kube-scheduler bind, a placement elsewhere or one
         seen bound stay; the monitor releases those when the pod goes)."""
-        self._cycle = None
+        self._set_cycle(None)
         self.store.release_placement(pod.uid, node, VOLCANO_ALLOCATE)
 
     def _place(self, pod: PodInfo, node: str, filtered: FilterRecord, source: str,
                binder: BindTarget | None) -> dict[str, str]:
         """Reserve for the pod on `node`, then bind and confirm; with no `binder` (someone
         else binds) the reservation stays unconfirmed, expiring unless confirmed."""
-        self._cycle = None  # queues change here: the next prioritize reads them again
+        self._set_cycle(None)  # queues change here: the next prioritize reads them again
         now = self.clock()
         snapshot = self.store.snapshot({node: filtered.layouts.get(node)}, now,
                                        vet=binding.trusted_layout, waiters=NO_WAITERS)
@@ -258,6 +261,10 @@ class Scheduler:
             self.store.tell(decisions.reserved(pod.namespace, pod.name, reservation, gpus, need),
                             self.clock(), self.settings.decision_repeat_s)
         return annotations
+
+    def _set_cycle(self, cycle: _Cycle | None) -> None:
+        with self._cycle_lock:
+            self._cycle = cycle
 
     def _assess(self, pod: PodInfo, nodes: NodeLayoutsByName, sync: bool = True,
                 record_with_read: bool = False) -> Assessment:
