@@ -69,11 +69,12 @@ def phase_profile(url: str, bodies: list[bytes], now: Callable[[], float]) -> di
             store.record_filter(decision.record, settings.demand_ttl_s, decision.waiter,
                                 snapshot.now, settings.wait_ttl_s, decision.told)
         spent["write"] += clock.lap()
-        answer = orjson.dumps(wire_kube.encode_filter(args, decision.verdicts))
+        encoded = wire_kube.encode_filter(args, decision.verdicts)
+        answer = orjson.dumps(encoded)
         spent["encode"] += clock.lap()
         scheduler.filter(args.pod, args.nodes)
         spent["service"] += clock.lap()
-        after_filter(scheduler, layouts, ahead, args, decision)  # as the route does
+        after_filter(scheduler, layouts, ahead, args, decision, encoded)  # as the route does
         spent["after answer"] += clock.lap()
 
         passed = prioritize_body(body, answer)

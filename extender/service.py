@@ -9,7 +9,8 @@ Each verb reads once, asks the estimator once, lets a decision function of
                 the decisions a waiting pod is told; names mode: only when the decision
                 adds holds, a wait or decisions to the record)
     prioritize  assess (in filter's cycle: filter's, reused) -> core.prioritizing.decide_scores
-                (no write)
+                (no write); the nodes filter passed are priced once filter has answered
+                (`price_ahead`), and prioritize of that very list returns those scores
     bind        (api mode: the pod read from the API server, core.binding.check_live_pod)
                 -> store.filter_record -> snapshot of the node (core.binding.trusted_layout)
                 -> needs -> core.binding.plan_reservation -> store.reserve -> binder -> confirm

@@ -63,7 +63,8 @@ Environment variables (the manifests in k8s/ use exactly these names):
                                    the nodes that passed for prioritize (kube-scheduler runs
                                    its own score plugins meanwhile); 0: prioritize prices
                                    them when asked (a scheduler configured without
-                                   prioritizeVerb would never use the work)
+                                   prioritizeVerb would never use the work); off too
+                                   when EXTENDER_PRIORITIZE_REUSE_S is 0
     EXTENDER_EVENT_RATE            Events the monitor posts per second at most (default 5;
                                    EXTENDER_EVENT_BURST at once, default 25); more are
                                    dropped and counted (schedtune_events_total)

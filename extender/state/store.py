@@ -254,13 +254,11 @@ class RedisStore:
         if record is not None:
             keys.append(demand_key(record.demand.uid))
             args += [_record_payload(record), record_ttl_s]
-        client = self._call(self._sync_client)  # connects: Redis may be down
-        epoch, rev, nodes_rev, waiting, floors, alphas, *changed = self._call(
-            self._changes, keys=keys, args=args, client=client)
+        epoch, rev, nodes_rev, waiting, floors, alphas, *changed = self._read_changes(keys, args)
         if epoch != mirror.epoch or int(rev) < mirror.rev:
             mirror.reset(epoch)
-            _, rev, nodes_rev, waiting, floors, alphas, *changed = self._call(
-                self._changes, keys=[NODES_REV_KEY], args=[0, *read], client=client)
+            _, rev, nodes_rev, waiting, floors, alphas, *changed = self._read_changes(
+                [NODES_REV_KEY], [0, *read])
         updates = []
         for queue, rows in zip(changed[::2], changed[1::2], strict=True):
             node, _, index = queue.removeprefix("st:gpu:").rpartition(":")
@@ -268,6 +266,18 @@ class RedisStore:
                 updates.append((node, int(index), queued_jobs(rows)))
         mirror.apply(int(rev), updates)
         return nodes_rev, waiting, floors, alphas
+
+    def _read_changes(self, keys: list[str], args: list[Any]) -> list[Any]:
+        """The changes script's reply, on this process's own connection. A connection that
+        died while idle (Redis restarted, a proxy's idle timeout) fails its next command
+        and is dropped: the call is made once more, on a new one (the script only reads,
+        and writes the same record again)."""
+        with self._errors_translated():
+            client = self._sync_client()  # connects: Redis may be down
+            try:
+                return self._changes(keys=keys, args=args, client=client)
+            except redis.ConnectionError:
+                return self._changes(keys=keys, args=args, client=client)
 
     def _sync_client(self) -> redis.Redis:
         """This process's own connection for the snapshot's script call, taken from the pool

@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
+from typing import Any
 
-from extender.by_node import passing_names
 from extender.core.filtering import FilterDecision
 from extender.metrics import AFTER_ANSWER_SECONDS, count_filter
 from extender.service import Scheduler
@@ -40,16 +40,19 @@ class PricedAhead:
 
 
 def after_filter(service: Scheduler, layouts: NodeLayouts, ahead: PricedAhead,
-                 args: wire_kube.ExtenderArgs, decision: FilterDecision) -> None:
-    """The refused nodes counted (metrics), the passing list remembered as checked (names
-    mode) and prioritize's answer for it priced and encoded. A failure here loses
-    nothing: prioritize prices the pod itself."""
+                 args: wire_kube.ExtenderArgs, decision: FilterDecision,
+                 answer: Mapping[str, Any]) -> None:
+    """The refused nodes counted (metrics), the passing list of filter's `answer` (in its
+    order) remembered as checked (names mode), and prioritize's answer for it priced and
+    encoded. A failure here loses nothing: prioritize prices the pod itself."""
     started = time.perf_counter()
     try:
         count_filter("filter", decision)
-        names = passing_names(decision.verdicts)
-        passed = (layouts.passed(names) if args.node_items is None  # names: no layouts
-                  else {name: args.nodes[name] for name in names})
+        if args.node_items is None:  # names: no layouts
+            passed = layouts.passed(answer["NodeNames"])
+        else:
+            passed = {item["metadata"]["name"]: args.nodes[item["metadata"]["name"]]
+                      for item in answer["Nodes"]["items"]}
         scores = service.price_ahead(args.pod, passed)
         if scores is not None:
             ahead.keep(scores, wire_kube.encode_priorities_json(scores))

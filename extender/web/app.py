@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 import os
-from contextlib import suppress
 from collections.abc import Callable
 
 from flask import Flask, Response
 
+from estimator.errors import EstimatorError
 from estimator.predict import Estimator
 from extender import logs, metrics
 from extender.web import auth
@@ -46,8 +46,10 @@ def create_app(settings: Settings | None = None, binder: BindTarget | None = Non
     estimator.warm()
     binder = binder or _binder(settings)
     scheduler = Scheduler(settings, store, estimator, binder, **({"clock": clock} if clock else {}))
-    with suppress(StoreUnavailable):  # models registered at run time, warmed before any request
+    try:  # models registered at run time, warmed before any request
         scheduler.registry.sync()
+    except (StoreUnavailable, EstimatorError) as exc:  # a request follows the registry then
+        log.warning("model registry not read at start", extra={"error": str(exc)[:300]})
     state = metrics.StateCollector(store, settings.collocation,
                                    **({"clock": clock} if clock else {}))
 

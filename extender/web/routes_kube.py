@@ -26,9 +26,10 @@ log = logging.getLogger(__name__)
 def filter_nodes() -> Response:
     args = wire_kube.decode_args(read_json(known_nodes().parse), node_layouts())
     decision = scheduler().filter(args.pod, args.nodes)
-    response = respond(wire_kube.encode_filter(args, decision.verdicts))
+    answer = wire_kube.encode_filter(args, decision.verdicts)
+    response = respond(answer)
     response.call_on_close(partial(after_filter, scheduler(), node_layouts(), priced_ahead(),
-                                   args, decision))
+                                   args, decision, answer))
     return response
 
 

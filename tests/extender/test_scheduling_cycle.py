@@ -11,6 +11,7 @@ import pytest
 from extender.core import prioritizing
 from extender.model import JobRecord, NodeGpus
 from extender.service import Scheduler
+from extender.web.ahead import PricedAhead
 from extender.web.app import create_app
 from tests.builders import bind_args, filter_args, make_node, make_pod
 
@@ -100,8 +101,9 @@ def test_a_names_mode_cycle_is_one_round_trip_and_bind_reads_its_record(
     for name in (n["metadata"]["name"] for n in nodes):
         store.put_node(name, RTX_3090)
 
-    def cycle(pod: dict) -> None:
-        out = client.post("/filter", json=filter_args(pod, nodes, names_only=True)).get_json()
+    def cycle(pod: dict) -> None:  # filter's answer closed, as a server does once it is sent
+        with client.post("/filter", json=filter_args(pod, nodes, names_only=True)) as answer:
+            out = answer.get_json()
         assert out["Error"] == "" and len(out["NodeNames"]) == node_count
         assert client.post("/prioritize",
                            json=filter_args(pod, nodes, names_only=True)).status_code == 200
@@ -257,3 +259,36 @@ def test_pricing_that_fails_after_the_answer_loses_nothing(replicas, store, monk
     args["NodeNames"] = passing
     assert (here.post("/prioritize", json=args).get_json()
             == replicas().post("/prioritize", json=args).get_json())
+
+
+def test_when_every_node_passes_prioritize_of_the_answers_list_checks_no_name_again(
+        client, store, monkeypatch) -> None:
+    """Filter answers every node in the request's order, which is not the order the worker
+    first saw the set in (a new one each pod): prioritize of that list checks no name
+    again and scores every node."""
+    from extender.wire import objects
+
+    nodes = [make_node(f"n{i}", "NVIDIA-GeForce-RTX-3090") for i in range(40)]
+    for node in nodes:
+        store.put_node(node["metadata"]["name"], RTX_3090)
+    checked: list[list[str]] = []
+    real = objects.require_names
+    monkeypatch.setattr(objects, "require_names",
+                        lambda values, what: checked.append(list(values)) or real(values, what))
+    first = make_pod("first", model="resnet50", task="train", batch=32, epochs=1)
+    client.post("/filter", json=filter_args(first, nodes, names_only=True)).close()
+    pod = make_pod("pod", model="resnet50", task="train", batch=32, epochs=1)
+    args = filter_args(pod, nodes[::-1], names_only=True)  # the set in another order
+    with client.post("/filter", json=args) as answer:
+        passed = answer.get_json()["NodeNames"]
+    assert passed == args["NodeNames"] and len(checked) == 2
+    scores = client.post("/prioritize", json={**args, "NodeNames": passed}).get_json()
+    assert {s["Host"] for s in scores} == set(passed) and len(checked) == 2
+
+
+def test_the_bytes_kept_answer_only_the_very_scores_priced() -> None:
+    ahead = PricedAhead()
+    scores = {"a": 1.0, "b": 0.5}
+    ahead.keep(scores, b'[{"Host":"a","Score":10},{"Host":"b","Score":5}]')
+    assert ahead.body_for(scores) == b'[{"Host":"a","Score":10},{"Host":"b","Score":5}]'
+    assert ahead.body_for(dict(scores)) is None  # equal scores priced by another call

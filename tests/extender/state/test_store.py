@@ -317,3 +317,16 @@ def test_replies_are_read_by_hiredis(store: RedisStore) -> None:
         assert isinstance(connection._parser, _HiredisParser)
     finally:
         store._redis.connection_pool.release(connection)
+
+
+def test_a_snapshot_whose_connection_died_while_idle_reads_on_a_new_one(store, redis_client
+                                                                        ) -> None:
+    """Redis restarted, or a proxy's idle timeout: the snapshot's own connection is dead
+    and fails its next command; the snapshot is read on a new one, not refused."""
+    store.put_node("n0", NodeGpus("Tesla-T4", "T4", 2, 15360))
+    record = FilterRecord(PodDemand("u1", "p", "ml", "resnet50", "train", 32, 1))
+    store.snapshot({"n0": None}, 1.0)
+    redis_client.execute_command("CLIENT", "KILL", "TYPE", "normal")
+    snapshot = store.snapshot({"n0": None}, 2.0, record=record, record_ttl_s=60)
+    assert snapshot.now == 2.0 and len(snapshot.nodes["n0"].gpu_states) == 2
+    assert store.filter_record("u1") == record
