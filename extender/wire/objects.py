@@ -67,18 +67,30 @@ class NodeLayouts:
         self._lock = threading.Lock()  # move_to_end and popitem race between threads
         # (list, its names as a read-only mapping), most recently used last; replaced whole
         self._names: tuple[tuple[list[str], Mapping[str, None]], ...] = ()
+        self._valid: set[str] = set()  # names checked lately, at most `max_entries`
 
     def names(self, values: list[Any], what: str) -> Mapping[str, None]:
         """`values` checked by `require_names`, as a read-only mapping of the names in order
         (the same as `dict.fromkeys`); equal to a list checked lately, it is not checked
-        again and the same mapping comes back."""
+        again and the same mapping comes back, and names each checked lately (up to
+        `max_entries`) are not checked again in another list or order."""
         kept = self._names
         for i in range(len(kept) - 1, -1, -1):
             if kept[i][0] == values:
                 hit = kept[i]
                 self._names = (*kept[:i], *kept[i + 1:], hit)
                 return hit[1]
-        return self._keep_checked(values, dict.fromkeys(require_names(values, what)))
+        try:  # the same names in a new order (a new one each pod): each was checked before
+            nodes = dict.fromkeys(values)
+            known = self._valid.issuperset(nodes)
+        except TypeError:  # an unhashable value: `require_names` says which
+            known = False
+        if not known:
+            nodes = dict.fromkeys(require_names(values, what))
+            if len(self._valid) + len(nodes) > self.max_entries:
+                self._valid.clear()
+            self._valid.update(nodes)
+        return self._keep_checked(values, nodes)
 
     def passed(self, names: list[str]) -> Mapping[str, None]:
         """Remember `names`, the part of a list checked here that filter passed, as checked:

@@ -80,29 +80,27 @@ def checked(monkeypatch) -> list[int]:
     return lengths
 
 
-def test_filters_list_and_its_passing_part_are_each_checked_once(checked) -> None:
-    """kube-scheduler names a list to filter and the part that passed to prioritize, pod
-    after pod: both stay checked; a list more than a worker keeps is checked again, and a
-    bad list is refused every time."""
-    layouts = NodeLayouts()
+def test_a_name_is_checked_once_whatever_list_or_order_names_it(checked) -> None:
+    """kube-scheduler names the same nodes pod after pod, in a new order each time, and the
+    part that passed to prioritize: a name is checked once; a list naming one not seen is
+    checked whole, a bad list is refused every time, and past `max_entries` names the
+    memory starts again."""
+    layouts = NodeLayouts(max_entries=600)
     names = [f"gpu-node-{i}" for i in range(500)]
-    lists = [names, names[::2], names[:7], names[100:], names[::-1]]
-    assert len(lists) > objects.NAME_LISTS_KEPT
-    for _ in range(3):
-        for named in lists[:2]:
+    for _ in range(2):
+        for named in (names, names[::2], names[:7], names[100:], names[::-1]):
             assert list(decode_args({"Pod": make_pod(), "NodeNames": list(named)},
                                     layouts).nodes) == named
-    assert checked == [500, 250]
-    for named in lists:  # one list more than kept: the least recently used goes
-        assert list(layouts.names(list(named), "NodeNames[]")) == named
-    assert checked == [500, 250, 7, 400, 500]
-    assert list(layouts.names(list(names[::2]), "NodeNames[]")) == names[::2]
-    assert list(layouts.names(list(names), "NodeNames[]")) == names
-    assert checked == [500, 250, 7, 400, 500, 500]  # kept: not checked; dropped: again
+    assert checked == [500]
+    more = [*names[:3], "gpu-node-new"]
+    assert list(layouts.names(more, "NodeNames[]")) == more and checked == [500, 4]
     for _ in range(2):
         with pytest.raises(BadRequest, match=r"NodeNames\[\] must be"):
-            layouts.names([*names[:-1], "Bad_Name"], "NodeNames[]")
-    assert checked[-2:] == [500, 500]
+            layouts.names([*names[:-2], "Bad_Name"], "NodeNames[]")
+    assert checked == [500, 4, 499, 499]
+    layouts.names([f"other-{i}" for i in range(200)], "NodeNames[]")  # 701 names: forgotten
+    assert list(layouts.names(names[:10], "NodeNames[]")) == names[:10]
+    assert checked == [500, 4, 499, 499, 200, 10]
 
 
 def test_the_part_filter_passed_is_taken_as_checked_and_only_that_list(checked) -> None:

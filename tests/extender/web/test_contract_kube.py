@@ -72,8 +72,10 @@ def test_prioritize_of_the_names_filter_passed_does_not_check_them_again(
     assert passed and len(passed) < len(body["NodeNames"]) and checked == [body["NodeNames"]]
     prio = client.post("/prioritize", json={**body, "NodeNames": passed}).get_json()
     assert [p["Host"] for p in prio] == passed and checked == [body["NodeNames"]]
-    client.post("/prioritize", json={**body, "NodeNames": passed[::-1]})  # another list
-    assert checked == [body["NodeNames"], passed[::-1]]
+    client.post("/prioritize", json={**body, "NodeNames": passed[::-1]})  # names checked
+    assert checked == [body["NodeNames"]]
+    client.post("/prioritize", json={**body, "NodeNames": [*passed, "gpu-node-new"]})
+    assert checked == [body["NodeNames"], [*passed, "gpu-node-new"]]
 
 
 @pytest.mark.parametrize("version", VERSIONS)
