@@ -44,7 +44,7 @@ from extender.core.job import Assessment, NotOurs, PodJob, Refused
 from extender.core.room import SHORT_HOLDS
 from extender.errors import Conflict, StoreUnavailable
 from extender.model import (
-    FilterRecord, Need, NodeGpus, PodDemand, PodInfo, Reservation,
+    FilterRecord, Need, NodeGpus, PodDemand, PodInfo, Reservation, Verdict,
 )  # fmt: skip
 from extender.registry import ModelRegistry
 from extender.settings import Settings
@@ -67,6 +67,7 @@ class _Cycle:
     at: float
     nodes: NodeLayoutsByName
     assessment: Assessment
+    verdicts: Mapping[str, Verdict] | None = None  # filter's
     priced_nodes: NodeLayoutsByName | None = None
     priced: Mapping[str, float] | None = None
 
@@ -120,7 +121,7 @@ class Scheduler:
         with_read = not any(nodes.values())
         assessment = self._assess(pod, nodes, record_with_read=with_read)
         decision = filtering.decide_filter(assessment, nodes, self.settings)
-        self._set_cycle(_Cycle(pod.uid, time.monotonic(), nodes, assessment))
+        self._set_cycle(_Cycle(pod.uid, time.monotonic(), nodes, assessment, decision.verdicts))
         written = (FilterRecord(assessment.demand)
                    if with_read and isinstance(assessment, PodJob) else None)
         if decision.writes_beyond(written):
@@ -163,7 +164,8 @@ class Scheduler:
                 or not isinstance(cycle.assessment, PodJob) or len(passed) < 2
                 or not settings.price_ahead or settings.prioritize_reuse_s <= 0):
             return None
-        scores = prioritizing.decide_scores(cycle.assessment, passed, settings)
+        scores = prioritizing.decide_scores(cycle.assessment, passed, settings,
+                                            passed_by=cycle.verdicts)
         with self._cycle_lock:
             if self._cycle is not cycle:  # a placement or another pod since: nothing kept
                 return None

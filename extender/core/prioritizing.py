@@ -20,7 +20,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from extender.by_node import NodeScores
+from extender.by_node import NodeScores, NodeVerdicts
 from extender.core.fit import Fit, fit_rows
 from extender.core import per_node
 from extender.core.gpu_table import GpuTable, judged_at_once
@@ -28,17 +28,19 @@ from extender.core.interference import Alphas, alphas_for
 from extender.core.job import Assessment, PodJob
 from extender.core.patience import holds_in_force
 from extender.core.room import NO_HOLDS, Holds
-from extender.model import ClusterSnapshot, Limits, Need, NodeGpus, NodeState
+from extender.model import ClusterSnapshot, Limits, Need, NodeGpus, NodeState, Verdict
 from extender.policies.base import Placement, ScoringPolicy
 from extender.policies.timeline_arrays import remaining_s
 from extender.settings import Settings
 
 
-def decide_scores(assessment: Assessment, nodes: Collection[str],
-                  settings: Settings) -> Mapping[str, float]:
+def decide_scores(assessment: Assessment, nodes: Collection[str], settings: Settings,
+                  passed_by: Mapping[str, Verdict] | None = None) -> Mapping[str, float]:
     """Scores in [0, 1] per named node; all 0 for pods not ours or refused. `nodes`: the
     assessment snapshot's nodes, or a part of them (filter's snapshot, reused for the
-    nodes that passed): only those are scored, as if they were all it held."""
+    nodes that passed): only those are scored, as if they were all it held.
+    `passed_by`: filter's verdicts on this assessment, when `nodes` may be the ones they
+    passed (then their `fits` marks them, with no lookup per name)."""
     if not isinstance(assessment, PodJob):
         return dict.fromkeys(nodes, 0.0)
     snapshot = assessment.snapshot
@@ -46,13 +48,13 @@ def decide_scores(assessment: Assessment, nodes: Collection[str],
     holds = holds_in_force(assessment, settings, alphas)
     among = None if len(nodes) == len(snapshot.nodes) else nodes
     return score_nodes(snapshot, assessment.needs, settings.collocation, settings.policy, holds,
-                       alphas, among)
+                       alphas, among, passed_by)
 
 
 def score_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: Limits,
                 policy: ScoringPolicy, holds: Holds = NO_HOLDS,
-                alphas: Alphas | None = None,
-                among: Collection[str] | None = None) -> Mapping[str, float]:
+                alphas: Alphas | None = None, among: Collection[str] | None = None,
+                passed_by: Mapping[str, Verdict] | None = None) -> Mapping[str, float]:
     """Scores in [0, 1] for the nodes that can take the job (others score 0): a
     `NodeScores` over many nodes, in the snapshot's order. Busy GPUs are played forward
     at their type's alpha (`alphas`; None: the policy's own everywhere). `among`: the
@@ -79,11 +81,7 @@ def score_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: Li
         scores = policy.scores(placements)
         return {name: scores.get(name, 0.0) for name in names}
     table = GpuTable.from_states(snapshot.nodes)
-    only = None
-    if among is not None:
-        only = np.zeros(len(table.names), dtype=bool)
-        only[np.fromiter(map(table.positions.__getitem__, among), dtype=np.int64,
-                         count=len(among))] = True
+    only = None if among is None else _marked(table, among, passed_by)
     placed, cost, left = _placements(table, fit_rows(table, needs, limits, holds), policy,
                                      snapshot.now, alphas.rows(table), only)
     scores = np.zeros(len(table.names))
@@ -91,6 +89,19 @@ def score_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: Li
     if only is None:
         return NodeScores(table.names, scores, table.positions)
     return NodeScores(table.names_array[only].tolist(), scores[only])
+
+
+def _marked(table: GpuTable, among: Collection[str],
+            passed_by: Mapping[str, Verdict] | None) -> np.ndarray:
+    """A bool per node of `table`: the nodes of `among`. Filter's verdicts over this very
+    table already mark the nodes they passed; any other set is looked up name by name."""
+    if (isinstance(passed_by, NodeVerdicts) and passed_by.names is table.names
+            and len(among) == len(passed_by.passing) and list(among) == passed_by.passing):
+        return passed_by.fits
+    only = np.zeros(len(table.names), dtype=bool)
+    only[np.fromiter(map(table.positions.__getitem__, among), dtype=np.int64,
+                     count=len(among))] = True
+    return only
 
 
 def node_placement(node: NodeState, needs: Mapping[str, Need], limits: Limits, now: float,

@@ -193,8 +193,8 @@ def test_the_nodes_that_passed_are_priced_once_filters_answer_is_sent(
     priced: list[list[str]] = []
     real = prioritizing.decide_scores
     monkeypatch.setattr(prioritizing, "decide_scores",
-                        lambda job, names, settings: priced.append(list(names))
-                        or real(job, names, settings))
+                        lambda job, names, settings, **kw: priced.append(list(names))
+                        or real(job, names, settings, **kw))
     here = replicas()
     pod = make_pod("pod", model="resnet50", task="train", batch=64, epochs=1)
     with here.post("/filter", json=filter_args(pod, nodes, names_only=names_only)) as answer:
@@ -230,8 +230,8 @@ def test_nothing_is_priced_after_the_answer_when_it_is_off_or_never_reused(
     priced: list[list[str]] = []
     real = prioritizing.decide_scores
     monkeypatch.setattr(prioritizing, "decide_scores",
-                        lambda job, names, settings: priced.append(list(names))
-                        or real(job, names, settings))
+                        lambda job, names, settings, **kw: priced.append(list(names))
+                        or real(job, names, settings, **kw))
     here = replicas(replace(settings, **off))
     pod = make_pod("pod", model="resnet50", task="train", batch=64, epochs=1)
     with here.post("/filter", json=filter_args(pod, nodes, names_only=True)) as answer:
