@@ -71,31 +71,30 @@ class _Cycle:
     priced_nodes: NodeLayoutsByName | None = None
     priced: Mapping[str, float] | None = None
 
-    def covers(self, pod: PodInfo, nodes: NodeLayoutsByName) -> bool:
-        """Whether prioritize of `pod` over `nodes` can be priced on this filter's work: the
-        pod estimated as the same job, every node among filter's with the same layout."""
-        if not isinstance(self.assessment, PodJob) or not nodes.keys() <= self.nodes.keys():
-            return False
-        if not self._same_job(pod):
-            return False
-        if not any(nodes.values()) and not any(self.nodes.values()):  # names mode: no layouts
-            return True
-        return all(layout == self.nodes[name] for name, layout in nodes.items())
-
-    def priced_for(self, pod: PodInfo, nodes: NodeLayoutsByName) -> Mapping[str, float] | None:
-        """The scores priced ahead when they are of these very nodes (names and layouts; in
-        names mode, usually the very mapping the passing list was kept as) for the same
-        job, else None."""
-        if self.priced is None or not (nodes is self.priced_nodes or nodes == self.priced_nodes):
-            return None
-        return self.priced if self._same_job(pod) else None
-
-    def _same_job(self, pod: PodInfo) -> bool:
+    def same_job(self, pod: PodInfo) -> bool:
+        """Whether `pod` parses to the job this filter estimated."""
         job = self.assessment
         try:
             return isinstance(job, PodJob) and parse_demand(pod) == job.demand
         except (AnnotationError, EstimatorError):
             return False
+
+    def covers(self, nodes: NodeLayoutsByName) -> bool:
+        """Whether the same job's prioritize over `nodes` can be priced on this filter's
+        work: every node among filter's with the same layout."""
+        if not nodes.keys() <= self.nodes.keys():
+            return False
+        if not any(nodes.values()) and not any(self.nodes.values()):  # names mode: no layouts
+            return True
+        return all(layout == self.nodes[name] for name, layout in nodes.items())
+
+    def priced_for(self, nodes: NodeLayoutsByName) -> Mapping[str, float] | None:
+        """The same job's scores priced ahead when they are of these very nodes (names and
+        layouts; in names mode, usually the very mapping the passing list was kept as),
+        else None."""
+        if self.priced is None or not (nodes is self.priced_nodes or nodes == self.priced_nodes):
+            return None
+        return self.priced
 
 
 class Scheduler:
@@ -143,10 +142,10 @@ class Scheduler:
         cycle = self._cycle
         in_cycle = (cycle is not None and cycle.uid == pod.uid
                     and time.monotonic() - cycle.at <= self.settings.prioritize_reuse_s)
-        if in_cycle and cycle is not None:
-            if (priced := cycle.priced_for(pod, nodes)) is not None:
+        if in_cycle and cycle is not None and cycle.same_job(pod):
+            if (priced := cycle.priced_for(nodes)) is not None:
                 return priced
-            if cycle.covers(pod, nodes):
+            if cycle.covers(nodes):
                 return prioritizing.decide_scores(cycle.assessment, nodes, self.settings)
         return prioritizing.decide_scores(self._assess(pod, nodes, sync=not in_cycle), nodes,
                                           self.settings)

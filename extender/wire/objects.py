@@ -80,13 +80,13 @@ class NodeLayouts:
                 hit = kept[i]
                 self._names = (*kept[:i], *kept[i + 1:], hit)
                 return hit[1]
-        try:  # the same names in a new order (a new one each pod): each was checked before
+        try:
             nodes = dict.fromkeys(values)
-            known = self._valid.issuperset(nodes)
-        except TypeError:  # an unhashable value: `require_names` says which
-            known = False
-        if not known:
+        except TypeError:  # an unhashable value: `require_names` refuses it, naming it
             nodes = dict.fromkeys(require_names(values, what))
+        # the same names in a new order (a new one each pod): each was checked before
+        if not self._valid.issuperset(nodes):
+            require_names(values, what)
             if len(self._valid) + len(nodes) > self.max_entries:
                 self._valid.clear()
             self._valid.update(nodes)
