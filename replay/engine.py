@@ -83,8 +83,9 @@ class Outcome:
     ooms: int = 0
     failed: bool = False
     on_arrival: bool = False  # first attempt placed at the instant it arrived
-    node: str = ""
+    node: str = ""  # where the last attempt ran
     gpus: tuple[int, ...] = ()
+    last_placed_s: float | None = None  # the last attempt's placement
 
     @property
     def completed(self) -> bool:
@@ -184,7 +185,7 @@ class Simulator:
         if outcome.placed_s is None:
             outcome.placed_s = now
             outcome.on_arrival = job.attempt == 0 and abs(now - job.arrival_s) <= EPS
-        outcome.node, outcome.gpus = node.name, gpus
+        outcome.node, outcome.gpus, outcome.last_placed_s = node.name, gpus, now
         self._record(now)
         if placement.working:
             self.policy.started(placement, now)

@@ -1,9 +1,11 @@
 """A replay's report for people: the header of what was assumed, the table of one
-replay with comparisons to the default policy, the summary of many orders, and PNG
-figures. matplotlib is imported only when figures are asked for."""
+replay with comparisons to the default policy, the summary of many orders, PNG
+figures, and every job's placement as CSV. matplotlib is imported only when figures
+are asked for."""
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -162,6 +164,54 @@ def plot(directory: Path, runs: Mapping[str, Run]) -> list[Path]:
     fig.savefig(paths[-1], dpi=120, bbox_inches="tight")
     plt.close("all")
     return paths
+
+
+JOB_COLUMNS = ("policy", "job", "model", "task", "batch", "gpus", "arrival_s", "placed_s",
+               "last_placed_s", "ended_s", "jct_s", "node", "gpu_type", "gpu_indices",
+               "oom_kills", "failed", "placed_on_arrival", "alone_s")
+
+
+def job_rows(runs: Mapping[str, Run]) -> tuple[list[str], list[dict[str, Any]]]:
+    """Every job of every policy's run, in the order they ended (never-ended last): when
+    it arrived, was first and last placed and ended (seconds from the replay's start),
+    where its last attempt ran, and the world's truth (not any policy's estimate) of its
+    seconds alone there (`alone_s`) and on each GPU type of the cluster (`alone_s:TYPE`,
+    empty where it may not run). The columns, then the rows."""
+    types = sorted({node.gpu_type for _, sim, _ in runs.values() for node in sim.nodes})
+    columns = [*JOB_COLUMNS, *(f"alone_s:{t}" for t in types)]
+    rows = []
+    for policy, (_, sim, outcomes) in runs.items():
+        def at(t: float | None) -> float | str:
+            return "" if t is None else round(t - sim.start_s, 1)
+
+        for o in sorted(outcomes, key=lambda o: (o.ended_s is None, o.ended_s or 0, o.job.id)):
+            job, node = o.job, sim.by_name.get(o.node)
+            truth = {t: round(sim.world.run_s(job, t), 1) if job.may_run_on(t) else ""
+                     for t in types}
+            rows.append({
+                "policy": policy, "job": job.id, "model": job.model, "task": job.task,
+                "batch": job.batch, "gpus": job.gpus, "arrival_s": at(job.arrival_s),
+                "placed_s": at(o.placed_s), "last_placed_s": at(o.last_placed_s),
+                "ended_s": at(o.ended_s),
+                "jct_s": "" if o.ended_s is None else round(o.ended_s - job.arrival_s, 1),
+                "node": o.node, "gpu_type": node.gpu_type if node else "",
+                "gpu_indices": " ".join(map(str, o.gpus)), "oom_kills": o.ooms,
+                "failed": int(o.failed), "placed_on_arrival": int(o.on_arrival),
+                "alone_s": truth.get(node.gpu_type, "") if node else "",
+                **{f"alone_s:{t}": v for t, v in truth.items()},
+            })  # fmt: skip
+    return columns, rows
+
+
+def write_jobs(path: Path, runs: Mapping[str, Run]) -> Path:
+    """`job_rows` as CSV at `path` (its directory made if missing)."""
+    columns, rows = job_rows(runs)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
 
 
 def as_text(report: dict[str, Any]) -> str:

@@ -8,6 +8,7 @@ extender over HTTP, with baselines in the same run, world and arrivals.
         --cluster "T4:8x4,A10:4x4,L4:4x4,A100-80GB:2x8" --plots out/
     schedtune replay --workload openb --trace-dir clusterdata/cluster-trace-gpu-v2023/csv
     schedtune replay --cluster-file my-cluster.yaml --jobs-file my-jobs.csv
+    schedtune replay --world perturbed --world-seed 2 --shuffle 5 --jobs-out jobs.csv
     schedtune replay --combine base.json variant.json --reference ours@variant
     schedtune replay --combine startup10.json startup10.1.json --pool
 
@@ -36,7 +37,7 @@ from replay import openb  # noqa: E402
 from replay.combine import combine  # noqa: E402
 from replay.folds import default_cache, train_folds  # noqa: E402
 from replay.orders import run_orders, summarise  # noqa: E402
-from replay.report import as_text, plot, plot_orders  # noqa: E402
+from replay.report import as_text, plot, plot_orders, write_jobs  # noqa: E402
 from replay.runner import ORACLES, POLICIES, describe_cluster, replay_redis, run_replay  # noqa: E402
 from replay.scenario import INTERFERENCE, WORLDS, Scenario, extender_env  # noqa: E402
 from replay.workloads import (  # noqa: E402
@@ -101,6 +102,9 @@ def _parser() -> argparse.ArgumentParser:
                         "negligible change (e.g. --startup 10 and 10.1); each policy's "
                         "figures per order are the mean over its runs")
     parser.add_argument("--plots", type=Path, help="write PNG figures here")
+    parser.add_argument("--jobs-out", type=Path, metavar="CSV",
+                        help="one replay: write every job's placement per policy here (when "
+                        "and where it ran, and its true seconds alone on each GPU type)")
     parser.add_argument("--json", action="store_true")
     return parser
 
@@ -128,6 +132,11 @@ def _validate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None
                      "out --cluster, --cluster-file, --jobs-file and --world")
     if args.plots and args.plots.exists() and not args.plots.is_dir():
         parser.error(f"--plots {args.plots}: a file is there; name a directory")
+    if args.jobs_out and args.orders:
+        parser.error("--jobs-out writes the jobs of one replay: leave out --orders (pick one "
+                     "order with --shuffle N)")
+    if args.jobs_out and args.jobs_out.is_dir():
+        parser.error(f"--jobs-out {args.jobs_out}: a directory is there; name a CSV file")
 
 
 def _workload(parser: argparse.ArgumentParser, args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -206,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
                                       progress=not args.json, world=world)
             if args.plots:
                 report["plots"] = [str(p) for p in plot(args.plots, runs)]
+            if args.jobs_out:
+                report["jobs_out"] = str(write_jobs(args.jobs_out, runs))
     except (ReplayError, SettingsError, EstimatorError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

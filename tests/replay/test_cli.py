@@ -3,6 +3,7 @@ and bad user input as a clear usage error, never a traceback."""
 
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
@@ -43,6 +44,29 @@ def test_many_orders_are_summarised_with_one_plot_per_figure(capsys, tmp_path) -
     assert sorted(p.rsplit("/", 1)[1] for p in report["plots"]) == [
         "orders_avg_jct_s.png", "orders_makespan_s.png", "orders_mem_util.png",
         "orders_oom_count.png", "orders_p95_jct_s.png"]
+
+
+def test_every_job_of_one_replay_is_written_with_where_it_ran(capsys, tmp_path) -> None:
+    out = tmp_path / "deep" / "jobs.csv"
+    code = replay.main([*SMALL, "--jobs", "20", "--data", str(tmp_path), "--policies",
+                        "default", "ours", "--world", "predicted", "--jobs-out", str(out)])
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["jobs_out"] == str(out)
+    with out.open() as handle:
+        rows = list(csv.DictReader(handle))
+    types = {"T4", "A100-80GB"}
+    assert {c for c in rows[0] if c.startswith("alone_s:")} == {f"alone_s:{t}" for t in types}
+    for policy in ("default", "ours"):
+        mine = [r for r in rows if r["policy"] == policy]
+        assert sorted(int(r["job"]) for r in mine) == list(range(20))
+        ends = [float(r["ended_s"]) for r in mine]
+        assert ends == sorted(ends)  # in the order they ended
+        assert ends[-1] == pytest.approx(report["policies"][policy]["makespan_s"], abs=0.1)
+        for r in mine:
+            assert float(r["arrival_s"]) <= float(r["placed_s"]) <= float(r["ended_s"])
+            assert r["gpu_type"] == ("T4" if r["node"].startswith("t4-") else "A100-80GB")
+            assert r["alone_s"] == r[f"alone_s:{r['gpu_type']}"] and float(r["alone_s"]) > 0
 
 
 @pytest.mark.parametrize("argv", [
@@ -93,6 +117,11 @@ def test_bad_values_are_clear_errors(tmp_path, capsys) -> None:
         replay.main([*SMALL, "--plots", str(jobs)])
     assert exit_.value.code == 2
     assert f"--plots {jobs}: a file is there" in capsys.readouterr().err
+    for more, needle in ((["--jobs-out", str(tmp_path)], "a directory is there"),
+                         (["--jobs-out", str(jobs), "--orders", "2"], "leave out --orders")):
+        with pytest.raises(SystemExit) as exit_:
+            replay.main([*SMALL, *more])
+        assert exit_.value.code == 2 and needle in capsys.readouterr().err
     assert replay.main([*SMALL, "--world", "lomo", "--data", str(tmp_path)]) == 2
     assert "--world lomo trains held-out artefacts from the reference data" in \
         capsys.readouterr().err
