@@ -166,9 +166,9 @@ def plot(directory: Path, runs: Mapping[str, Run]) -> list[Path]:
     return paths
 
 
-JOB_COLUMNS = ("policy", "job", "model", "task", "batch", "gpus", "arrival_s", "placed_s",
-               "last_placed_s", "ended_s", "jct_s", "node", "gpu_type", "gpu_indices",
-               "oom_kills", "failed", "placed_on_arrival", "alone_s")
+JOB_COLUMNS = ("policy", "job", "model", "task", "batch", "units", "gpus", "arrival_s",
+               "placed_s", "last_placed_s", "ended_s", "jct_s", "node", "gpu_type",
+               "gpu_indices", "oom_kills", "failed", "placed_on_arrival", "alone_s")
 
 
 def job_rows(runs: Mapping[str, Run]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -190,7 +190,8 @@ def job_rows(runs: Mapping[str, Run]) -> tuple[list[str], list[dict[str, Any]]]:
                      for t in types}
             rows.append({
                 "policy": policy, "job": job.id, "model": job.model, "task": job.task,
-                "batch": job.batch, "gpus": job.gpus, "arrival_s": at(job.arrival_s),
+                "batch": job.batch, "units": job.units, "gpus": job.gpus,
+                "arrival_s": at(job.arrival_s),
                 "placed_s": at(o.placed_s), "last_placed_s": at(o.last_placed_s),
                 "ended_s": at(o.ended_s),
                 "jct_s": "" if o.ended_s is None else round(o.ended_s - job.arrival_s, 1),

@@ -67,6 +67,7 @@ def test_every_job_of_one_replay_is_written_with_where_it_ran(capsys, tmp_path) 
             assert float(r["arrival_s"]) <= float(r["placed_s"]) <= float(r["ended_s"])
             assert r["gpu_type"] == ("T4" if r["node"].startswith("t4-") else "A100-80GB")
             assert r["alone_s"] == r[f"alone_s:{r['gpu_type']}"] and float(r["alone_s"]) > 0
+            assert int(r["units"]) >= 1
 
 
 @pytest.mark.parametrize("argv", [
