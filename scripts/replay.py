@@ -137,6 +137,18 @@ def _validate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None
                      "order with --shuffle N)")
     if args.jobs_out and args.jobs_out.is_dir():
         parser.error(f"--jobs-out {args.jobs_out}: a directory is there; name a CSV file")
+    if args.jobs_out and not _writable_dir(args.jobs_out.parent):
+        parser.error(f"--jobs-out {args.jobs_out}: cannot write in {args.jobs_out.parent}")
+
+
+def _writable_dir(path: Path) -> bool:
+    """`path` is (or can be made) a directory this process may write in: checked before a
+    replay runs, so a bad output path loses no replay."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(path, os.W_OK | os.X_OK)
 
 
 def _workload(parser: argparse.ArgumentParser, args: argparse.Namespace):  # type: ignore[no-untyped-def]

@@ -119,7 +119,8 @@ def test_bad_values_are_clear_errors(tmp_path, capsys) -> None:
     assert exit_.value.code == 2
     assert f"--plots {jobs}: a file is there" in capsys.readouterr().err
     for more, needle in ((["--jobs-out", str(tmp_path)], "a directory is there"),
-                         (["--jobs-out", str(jobs), "--orders", "2"], "leave out --orders")):
+                         (["--jobs-out", str(jobs), "--orders", "2"], "leave out --orders"),
+                         (["--jobs-out", str(jobs / "x.csv")], "cannot write in")):
         with pytest.raises(SystemExit) as exit_:
             replay.main([*SMALL, *more])
         assert exit_.value.code == 2 and needle in capsys.readouterr().err
