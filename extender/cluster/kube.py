@@ -84,8 +84,11 @@ class Binder:
             target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
         )
         try:
-            # The response is a Status the client cannot deserialise into V1Binding.
-            self._api.create_namespaced_binding(namespace, body, _preload_content=False)
+            # The pod's binding subresource (POST pods/{name}/binding), as kube-scheduler
+            # binds: RBAC grants it as pods/binding (the `bindings` collection is another
+            # resource). The response is a Status the client cannot deserialise.
+            self._api.create_namespaced_pod_binding(name, namespace, body,
+                                                    _preload_content=False)
         except ApiException as exc:
             raise BindFailed(f"binding {namespace}/{name} to {node}: {exc.status} {exc.reason}") from exc
 

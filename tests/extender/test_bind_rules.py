@@ -188,7 +188,9 @@ class FakeCoreV1:
         self.pods[namespace, name]["metadata"]["annotations"].update(
             body["metadata"]["annotations"])
 
-    def create_namespaced_binding(self, namespace: str, body: Any, **_: Any) -> None:
+    def create_namespaced_pod_binding(self, name: str, namespace: str, body: Any,
+                                      **_: Any) -> None:
+        assert name == body.metadata.name  # the pod's own binding subresource
         self.calls.append(("bind", body.metadata.name, body.target.name))
         self.pods[namespace, body.metadata.name]["spec"]["nodeName"] = body.target.name
 

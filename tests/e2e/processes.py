@@ -1,0 +1,123 @@
+"""Processes of the tier, each in its own process group with its own log file, stopped by
+PID (SIGTERM, then SIGKILL of the group) however the test run ends."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+STOP_GRACE_S = 5.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class NotReady(RuntimeError):
+    """A process exited or did not become ready in time (its log's tail says why)."""
+
+
+@dataclass
+class Process:
+    name: str
+    command: list[str]
+    env: dict[str, str]
+    log: Path
+    popen: subprocess.Popen | None = None
+    lives: int = 0
+
+    @property
+    def running(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+
+@dataclass
+class Supervisor:
+    """Starts, kills and stops the tier's processes; every log stays in `log_dir`."""
+
+    log_dir: Path
+    processes: dict[str, Process] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        atexit.register(self.stop_all)  # also when the session is interrupted
+
+    def start(self, name: str, command: Sequence[str], env: dict[str, str] | None = None,
+              ready: Callable[[], bool] | None = None, timeout_s: float = 60.0,
+              cwd: Path | None = None) -> Process:
+        proc = self.processes.get(name) or Process(name, list(command), dict(env or os.environ),
+                                                   self.log_dir / f"{name}.log")
+        self.processes[name] = proc
+        proc.lives += 1
+        with proc.log.open("ab") as out:
+            out.write(f"\n===== life {proc.lives}: {' '.join(proc.command)}\n".encode())
+            out.flush()
+            proc.popen = subprocess.Popen(proc.command, env=proc.env, cwd=cwd,
+                                          stdin=subprocess.DEVNULL, stdout=out,
+                                          stderr=subprocess.STDOUT, start_new_session=True)
+        if ready is not None:
+            self.wait_ready(proc, ready, timeout_s)
+        return proc
+
+    def restart(self, name: str, ready: Callable[[], bool] | None = None,
+                timeout_s: float = 60.0) -> Process:
+        proc = self.processes[name]
+        return self.start(name, proc.command, proc.env, ready, timeout_s)
+
+    @staticmethod
+    def wait_ready(proc: Process, ready: Callable[[], bool], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if not proc.running:
+                raise NotReady(f"{proc.name} exited ({proc.popen.returncode}):\n{proc.tail()}")
+            try:
+                if ready():
+                    return
+            except Exception:  # noqa: BLE001  (not answering yet)
+                pass
+            if time.monotonic() > deadline:
+                raise NotReady(f"{proc.name} not ready after {timeout_s:.0f} s:\n{proc.tail()}")
+            time.sleep(0.05)
+
+    def kill(self, name: str) -> None:
+        """SIGKILL the whole process group at once, as when a container dies."""
+        proc = self.processes[name]
+        if proc.popen is None:
+            return
+        try:
+            os.killpg(proc.popen.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.popen.wait()
+
+    def stop(self, name: str) -> None:
+        proc = self.processes[name]
+        if proc.popen is None or proc.popen.poll() is not None:
+            return
+        try:
+            os.killpg(proc.popen.pid, signal.SIGTERM)
+            proc.popen.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            self.kill(name)
+        except ProcessLookupError:
+            pass
+        self.kill(name)  # what the group leader left behind (gunicorn's workers)
+
+    def stop_all(self) -> None:
+        for name in reversed(list(self.processes)):
+            self.stop(name)
