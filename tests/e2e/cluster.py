@@ -60,9 +60,10 @@ class Cluster:
 
     # ----- nodes
     def add_gpu_node(self, name: str, product: str, count: int, memory_mib: int,
-                     labels: Mapping[str, str] | None = None,
+                     replicas: int | None = None, labels: Mapping[str, str] | None = None,
                      annotations: Mapping[str, str] | None = None) -> None:
-        node = gfd_node(name, product, count, memory_mib, labels=labels,
+        """A GPU node; `replicas`: the device plugin's time-slicing replicas per GPU."""
+        node = gfd_node(name, product, count, memory_mib, replicas, labels=labels,
                         resources=NODE_RESOURCES, metadata={"annotations": dict(annotations or {})})
         node["status"]["capacity"] = dict(node["status"]["allocatable"])
         node["status"]["conditions"] = [{"type": "Ready", "status": "True",

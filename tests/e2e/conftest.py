@@ -86,13 +86,15 @@ def namespace(cluster: Cluster, record_property) -> Iterator[str]:  # noqa: ANN0
 
 @pytest.fixture
 def gpu_pool(cluster: Cluster) -> Iterator[Callable[..., dict[str, str]]]:
-    """`gpu_pool({"T4": 2, "A100-80GB": 1}, gpus_per_node=2)`: GPU nodes of those GPU
-    types (counts of nodes) with a label of the test's own, once the node watcher has
+    """`gpu_pool({"T4": 2, "A100-80GB": 1}, gpus_per_node=2, replicas=4)`: GPU nodes of
+    those GPU types (counts of nodes; `replicas`: time-slicing's, GPU Feature Discovery's
+    `nvidia.com/gpu.replicas`) with a label of the test's own, once the node watcher has
     their layouts; returns the node selector that keeps a test's pods on them. The nodes
     are deleted afterwards."""
     made: list[str] = []
 
-    def make(types: dict[str, int], gpus_per_node: int = 1, **extra) -> dict[str, str]:  # noqa: ANN003
+    def make(types: dict[str, int], gpus_per_node: int = 1, replicas: int | None = None,
+             **extra) -> dict[str, str]:  # noqa: ANN003
         pool = uuid.uuid4().hex[:6]
         selector = {POOL_LABEL: pool}
         for gpu_type, nodes in types.items():
@@ -100,7 +102,8 @@ def gpu_pool(cluster: Cluster) -> Iterator[Callable[..., dict[str, str]]]:
             for i in range(nodes):
                 name = f"{pool}-{gpu_type.lower()}-{i}"
                 cluster.add_gpu_node(name, product, gpus_per_node,
-                                     CATALOGUE[gpu_type].memory_mib, labels=selector, **extra)
+                                     CATALOGUE[gpu_type].memory_mib, replicas, labels=selector,
+                                     **extra)
                 made.append(name)
         for name in made:
             wait_for(f"the node watcher's layout of {name}", lambda: cluster.layout_known(name))
@@ -132,11 +135,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
 
 
 def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001
-    figures = [(name[len(FIGURE_PREFIX):], value)
+    figures = {(report.nodeid, name[len(FIGURE_PREFIX):]): value
                for reports in terminalreporter.stats.values() for report in reports
                for name, value in getattr(report, "user_properties", ())
-               if isinstance(name, str) and name.startswith(FIGURE_PREFIX)]
+               if isinstance(name, str) and name.startswith(FIGURE_PREFIX)}
     if figures:
         terminalreporter.section("end-to-end tier: measured")
-        for name, value in figures:
+        for (_, name), value in figures.items():
             terminalreporter.write_line(f"{name}: {json.dumps(value)}")
