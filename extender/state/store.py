@@ -182,6 +182,7 @@ class RedisStore:
         self._raise_floor = client.register_script(lua.RAISE_FLOOR)
         self._grow_beside = client.register_script(lua.GROW_BESIDE)
         self._layout_cache: tuple[str | None, dict[str, NodeGpus]] = (None, {})
+        self._timeout_s = client.connection_pool.connection_kwargs.get("socket_timeout") or 1.0
         self._mirror = QueueMirror()
         self._mirror_lock = threading.Lock()
         self._sync_redis: tuple[int, redis.Redis | None] = (0, None)  # (its process, client)
@@ -541,23 +542,37 @@ class RedisStore:
     def claim_decisions(self, consumer: str, count: int, block_ms: int | None = None,
                         stale_ms: int = 60_000) -> list[tuple[str, dict[str, str]]]:
         """Decisions for one Event poster (`consumer`) of the posters' consumer group, oldest
-        first: those another poster took and never acknowledged for `stale_ms` (it died),
-        else new ones (waiting up to `block_ms`). Each decision goes to one poster, so
-        monitor replicas never post it twice; the group starts at the log's end (no backlog
-        on a first start). Acknowledge with `ack_decisions` once posted."""
+        first: its own delivered but never acknowledged (a reply lost on the way), then
+        those another poster took and never acknowledged for `stale_ms` (it died), else
+        new ones (waiting up to `block_ms`, kept under half the socket timeout so an idle
+        wait never reads as an outage). Each decision goes to one poster, so monitor
+        replicas never post it twice; the group starts at the log's end (no backlog on a
+        first start). Acknowledge with `ack_decisions` once posted."""
         try:
             self._call(self._redis.xgroup_create, DECISIONS_KEY, POSTERS_GROUP, id="$",
                        mkstream=True)
         except StoreRefused as exc:
             if "BUSYGROUP" not in str(exc):  # the group exists already: fine
                 raise
+        own = self._read_group(consumer, "0", count, None)
+        if own:
+            return own
         _, stale, *_ = self._call(self._redis.xautoclaim, DECISIONS_KEY, POSTERS_GROUP,
                                   consumer, stale_ms, "0-0", count=count)
         if stale:
             return [(entry_id, fields) for entry_id, fields in stale if fields]
+        if block_ms is not None:
+            block_ms = max(1, min(block_ms, int(self._timeout_s * 500)))
+        return self._read_group(consumer, ">", count, block_ms)
+
+    def _read_group(self, consumer: str, after: str, count: int,
+                    block_ms: int | None) -> list[tuple[str, dict[str, str]]]:
         read = self._call(self._redis.xreadgroup, POSTERS_GROUP, consumer,
-                          {DECISIONS_KEY: ">"}, count=count, block=block_ms)
-        return [(entry_id, fields) for _, entries in read or () for entry_id, fields in entries]
+                          {DECISIONS_KEY: after}, count=count, block=block_ms)
+        entries = [entry for _, batch in read or () for entry in batch]
+        if gone := [entry_id for entry_id, fields in entries if not fields]:
+            self.ack_decisions(gone)  # trimmed from the log before it was posted
+        return [(entry_id, fields) for entry_id, fields in entries if fields]
 
     def ack_decisions(self, ids: Iterable[str]) -> None:
         if ids := list(ids):

@@ -23,6 +23,7 @@ from extender.cluster.events import EventPoster
 from extender.cluster.monitor import Monitor
 from extender.model import Decision, NodeGpus
 from extender.settings import Settings
+from extender.state.store import RedisStore
 from tests.builders import bind_args, bound, filter_args, make_node, make_pod
 
 BIG = make_node("big", "NVIDIA-GeForce-RTX-3090", memory_mib=24576, replicas=4)
@@ -178,3 +179,23 @@ def test_two_replicas_post_each_decision_once_and_take_over_a_dead_ones(store, c
     assert second.run_once() == 0  # m1's are not stale yet
     assert {name for name, _, _ in _said(api[1])} == {"p2", "p3"}
     assert len(store.claim_decisions("m2", 10, stale_ms=0)) == 2  # stale: taken over
+
+
+def test_a_decision_whose_delivery_was_lost_comes_back_to_the_same_poster_at_once(
+        store, clock, api) -> None:
+    poster = _poster(store, api, name="m1")
+    poster.run_once()  # the group starts at the log's end
+    store.log_decisions([Decision("released", "u1", "ml/p1", "released")], clock())
+    # Delivered to m1, but the reply never reached it (a socket timeout): unacknowledged.
+    assert len(store.claim_decisions("m1", 10)) == 1
+    assert poster.run_once() == 1  # not a minute later, when it would be stale
+    assert _said(api[1]) == [("p1", "SchedTuneReleased", "released")]
+    assert poster.run_once() == 0
+
+
+def test_an_idle_wait_for_decisions_never_outlasts_the_socket_timeout(redis_url, clock,
+                                                                        api) -> None:
+    short = RedisStore.from_url(redis_url, timeout_s=0.2)
+    poster = _poster(short, api, name="idle")
+    for _ in range(3):  # asked to block 1 s on a 0.2 s socket: no StoreUnavailable
+        assert poster.run_once(block_ms=1000) == 0

@@ -1,0 +1,65 @@
+"""The deployment itself: the extender's verbs only for clients of its CA (mutual TLS), the
+extender's loss (annotated pods wait, then are placed), and every object of
+`kubectl kustomize k8s/` accepted by the API server."""
+
+from __future__ import annotations
+
+import ssl
+import time
+import urllib.error
+
+import pytest
+
+from tests.e2e.apply import server_side_apply
+from tests.e2e.cluster import wait_for
+from tests.e2e.control_plane import https_get
+from tests.e2e.pki import ControlPlanePki, identities
+
+
+def test_a_client_without_the_deployments_certificate_reaches_no_verb(cluster, tmp_path):
+    deployment = cluster.deployment
+    _, _, ca = deployment.scheduler_client_cert()
+    stranger = ControlPlanePki(tmp_path / "stranger", identities([]))  # another CA's cert
+    for verb in ("/filter", "/prioritize", "/bind", "/readyz"):
+        with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)):
+            https_get(deployment.extender_url(verb), ca)  # no client certificate
+        with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)):
+            https_get(deployment.extender_url(verb), ca,
+                      cert=(stranger.server_cert, stranger.server_key))
+    cert, key, _ = deployment.scheduler_client_cert()
+    assert https_get(deployment.extender_url("/readyz"), ca, cert=(cert, key))[0] == 200
+
+
+def test_annotated_pods_wait_while_the_extender_is_down_and_are_placed_once_it_is_back(
+        cluster, namespace, gpu_pool, measured):
+    selector = gpu_pool({"T4": 2})
+    cluster.supervisor.kill("schedtune-serve")
+    try:
+        pods = [cluster.new_pod(namespace, node_selector=selector, model="resnet18",
+                                task="train", batch=32, epochs=1) for _ in range(2)]
+        for pod in pods:
+            cluster.create(pod)
+        for pod in pods:
+            name = pod["metadata"]["name"]
+            condition = wait_for(f"{name} refused while the extender is down",
+                                 lambda: cluster.scheduled_condition(namespace, name))
+            assert condition["status"] == "False", condition
+            assert "/filter" in condition["message"], condition  # the extender's call failed
+            assert cluster.bound_node(namespace, name) is None  # ignorable: false
+    finally:
+        cluster.supervisor.restart("schedtune-serve", ready=cluster.deployment.extender_ready,
+                                   timeout_s=120)
+    back = time.monotonic()
+    for pod in pods:  # kube-scheduler's backoff retries them (at most 10 s apart)
+        cluster.wait_bound(namespace, pod["metadata"]["name"], timeout_s=60)
+    measured("extender back to pods bound (s)", round(time.monotonic() - back, 2))
+    assert {j.pod for j in cluster.reservations()} >= {p["metadata"]["name"] for p in pods}
+
+
+def test_every_object_of_the_kustomization_is_accepted_by_the_api_server(cluster):
+    objects = cluster.deployment.manifests.objects
+    kinds = {o["kind"] for o in objects}
+    assert {"Deployment", "StatefulSet", "Service", "Secret", "ConfigMap", "ClusterRole",
+            "NetworkPolicy"} <= kinds, kinds
+    accepted = server_side_apply(cluster.control_plane.api_client(), objects, dry_run=True)
+    assert accepted == len(objects)
