@@ -60,3 +60,22 @@ def test_a_malformed_annotation_leaves_the_pod_pending_with_our_reason(
     assert condition["status"] == "False" and condition["reason"] == "Unschedulable"
     assert "batch" in condition["message"], condition
     assert cluster.bound_node(namespace, name) is None
+
+
+def test_the_monitor_posts_our_decisions_as_events_and_never_cries_outage(
+        cluster, namespace, gpu_pool):
+    selector = gpu_pool({"T4": 1})
+    pod = cluster.new_pod(namespace, node_selector=selector, model="resnet18", task="train",
+                          batch=16, epochs=1)
+    cluster.create(pod)
+    name = pod["metadata"]["name"]
+    cluster.wait_bound(namespace, name)
+
+    def reserved_event() -> list:
+        events = cluster.api.list_namespaced_event(
+            namespace, field_selector=f"involvedObject.name={name}").items
+        return [e for e in events if e.reason == "SchedTuneReserved"]
+
+    [event] = wait_for("the SchedTuneReserved event", reserved_event, timeout_s=15)
+    assert event.source.component == "schedtune-monitor" and event.message
+    assert "event poster" not in cluster.log("schedtune-monitor")  # no idle-wait warnings
