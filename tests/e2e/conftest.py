@@ -5,12 +5,11 @@ Every test of this directory is marked `e2e` and grouped on one pytest-xdist wor
 (`xdist_group`), so the tier starts once. Without `../shared/k8s` (or etcd) its tests skip
 with one message. Logs of every process are kept under the session's temporary
 directory; a failing test prints where they are and the tail of each. Figures a test
-measures (`measured` fixture) are printed in the terminal summary.
+measures (`measured` fixture) are printed in the terminal summary (tests/conftest.py).
 """
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from estimator.catalogue import CATALOGUE
+from tests.conftest import FIGURE_PREFIX
 from tests.e2e import binaries
 from tests.e2e.cluster import Cluster, wait_for
 from tests.e2e.control_plane import ControlPlane
@@ -26,12 +26,12 @@ from tests.e2e.deployment import Deployment, Manifests
 from tests.e2e.pki import ControlPlanePki, identities
 from tests.e2e.processes import Supervisor
 
-FIGURE_PREFIX = "e2e figure: "
 POOL_LABEL = "e2e.schedtune.io/pool"
 _LOGS: list[Path] = []
 _STARTUP_RECORDED: list[bool] = []
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own reads the group
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     for item in items:
@@ -132,14 +132,3 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
             tails.append(f"--- {log.name} (last {len(lines)} lines)\n" + "\n".join(lines))
         report.sections.append(("e2e process logs", f"all logs in {_LOGS[-1]}\n" +
                                 "\n".join(tails)))
-
-
-def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001
-    figures = {(report.nodeid, name[len(FIGURE_PREFIX):]): value
-               for reports in terminalreporter.stats.values() for report in reports
-               for name, value in getattr(report, "user_properties", ())
-               if isinstance(name, str) and name.startswith(FIGURE_PREFIX)}
-    if figures:
-        terminalreporter.section("end-to-end tier: measured")
-        for (_, name), value in figures.items():
-            terminalreporter.write_line(f"{name}: {json.dumps(value)}")
