@@ -4,6 +4,7 @@ PID (SIGTERM, then SIGKILL of the group) however the test run ends."""
 from __future__ import annotations
 
 import atexit
+import ctypes
 import os
 import signal
 import socket
@@ -14,6 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 STOP_GRACE_S = 5.0
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: the kernel SIGKILLs it when the test run's process dies,
+    however that dies (atexit and fixtures do not run on a SIGKILL)."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def free_port() -> int:
@@ -69,7 +77,8 @@ class Supervisor:
             out.flush()
             proc.popen = subprocess.Popen(proc.command, env=proc.env, cwd=cwd,
                                           stdin=subprocess.DEVNULL, stdout=out,
-                                          stderr=subprocess.STDOUT, start_new_session=True)
+                                          stderr=subprocess.STDOUT, start_new_session=True,
+                                          preexec_fn=_die_with_parent)
         if ready is not None:
             self.wait_ready(proc, ready, timeout_s)
         return proc
