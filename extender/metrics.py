@@ -50,7 +50,10 @@ ERRORS = Counter("schedtune_extender_errors_total", "Requests answered with an e
                  ["verb", "kind"])
 BINDS = Counter("schedtune_binds_total", "Bind outcomes", ["outcome"])
 # The monitor's (its own process, served on EXTENDER_MONITOR_PORT).
-OOM_KILLS = Counter("schedtune_oom_kills_total", "Containers of annotated pods OOM-killed")
+OOM_KILLS = Counter("schedtune_oom_kills_total", "Containers of annotated pods that ran out of "
+                    "GPU memory (exit and termination message)")
+RAM_KILLS = Counter("schedtune_ram_kills_total", "Containers of annotated pods OOMKilled by "
+                    "their RAM limit (no GPU floor raised)")
 RELEASES = Counter("schedtune_reservations_released_total", "Reservations released by the "
                    "monitor", ["outcome"])
 ADOPTIONS = Counter("schedtune_reservations_adopted_total", "Bound pods given a reservation "

@@ -90,6 +90,12 @@ Environment variables (the manifests in k8s/ use exactly these names):
                                    by it (default schedtune-scheduler)
     EXTENDER_WORKER_CONNECTIONS    concurrent connections per gunicorn (gevent) worker
                                    (default 1000: slow clients wait, others are served)
+    EXTENDER_FLOOR_RAISES          monitor: GPU OOM kills of one job type that raise one
+                                   namespace's floor per window (default 3; more kills
+                                   are counted and warned of, and raise nothing)
+    EXTENDER_FLOOR_WINDOW_S        monitor: that window, and how long a kill counts towards
+                                   everyone's floor (which needs kills from two
+                                   namespaces; default 86400)
     EXTENDER_RECONCILE_S           monitor: full pod listing + reconcile period (default 300)
     EXTENDER_MONITOR_PORT          monitor: Prometheus metrics / liveness port (default 9100)
     PROMETHEUS_MULTIPROC_DIR       set by gunicorn.conf.py for multi-process metrics
@@ -162,6 +168,8 @@ class Settings:
     signing_key: bytes | None = field(default=None, repr=False)
     scheduler_name: str = "schedtune-scheduler"
     worker_connections: int = 1000
+    floor_raises: int = 3
+    floor_window_s: float = 86400.0
     reconcile_s: float = 300.0
     monitor_port: int = 9100
 
@@ -227,6 +235,9 @@ class Settings:
             scheduler_name=get("EXTENDER_SCHEDULER_NAME", "schedtune-scheduler"),
             worker_connections=_number(env, "EXTENDER_WORKER_CONNECTIONS", 1000, int, 10,
                                        100_000),
+            floor_raises=_number(env, "EXTENDER_FLOOR_RAISES", 3, int, 1, 1000),
+            floor_window_s=_number(env, "EXTENDER_FLOOR_WINDOW_S", 86400.0, float, 60,
+                                   365 * 86400),
             reconcile_s=_number(env, "EXTENDER_RECONCILE_S", 300.0, float, 5, 86400),
             monitor_port=_number(env, "EXTENDER_MONITOR_PORT", 9100, int, 1, 65535),
         )  # fmt: skip

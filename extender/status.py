@@ -30,10 +30,13 @@ def cluster_status(store: RedisStore, limits: Limits, now: float) -> dict[str, A
 
 
 def floors_report(floors: dict[str, float]) -> list[dict[str, Any]]:
-    """The OOM corrections in force, one per job type (model, task, batch, GPU type)."""
+    """The GPU OOM corrections in force, one per job type (model, task, batch, GPU type)
+    and namespace ("*": everyone's)."""
     rows = []
     for key, mib in sorted(floors.items()):
-        model, task, batch, gpu_type = (key.split("|") + ["", "", "", ""])[:4]
-        rows.append({"model": model, "task": task, "batch": batch, "gpu_type": gpu_type,
-                     "floor_mib": round(mib, 1)})
+        parts = key.split("|")
+        namespace = parts.pop(0) if len(parts) == 5 else "*"
+        model, task, batch, gpu_type = (parts + ["", "", "", ""])[:4]
+        rows.append({"namespace": namespace, "model": model, "task": task, "batch": batch,
+                     "gpu_type": gpu_type, "floor_mib": round(mib, 1)})
     return rows

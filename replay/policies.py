@@ -7,9 +7,10 @@ collocation limit) are in Redis as the node watcher writes them. Trace pods carr
 ``schedtune.io/gpu-memory`` (their declared MiB per GPU) and ``nvidia.com/gpu: k``. One app
 per estimator, all on one Redis (queues, waiting pods and OOM floors are shared state, as
 between replicas): a held-out world routes each job to the app whose artefacts never saw
-its model or family. The monitor is fed pod transitions as the API would feed it; an
-OOM-killed pod is reported Failed with an OOMKilled container, so the monitor raises the
-job type's floor, and its Job's next pod (new UID, same annotations) is decided afresh.
+its model or family. The monitor is fed pod transitions as the API would feed it; a pod
+that ran out of GPU memory is reported Failed with PyTorch's error exit in its
+termination message, so the monitor raises the job type's floor (for the pod's
+namespace), and its Job's next pod (new UID, same annotations) is decided afresh.
 The baselines that need no extender live in `replay.baselines`.
 """
 
@@ -40,6 +41,7 @@ from replay.engine import Choice, Placement, SimNode, Simulator
 from replay.world import SimJob
 
 EPOCH = 1_800_000_000.0  # simulated t = 0, as a wall-clock instant
+GPU_OOM_MESSAGE = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 512.00 MiB."
 logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log per request
 # OOM kills are the replay's figures (the report lists them), not operator alerts.
 logging.getLogger("extender.cluster.monitor").setLevel(logging.CRITICAL)
@@ -171,8 +173,9 @@ class ExtenderPolicy:
         uid = pod["metadata"]["uid"]
         record = self.store.job(uid) if oom else None
         began = pod["status"]["containerStatuses"][0]["state"]["running"]["startedAt"]
-        terminated = {"exitCode": 137 if oom else 0, "reason": "OOMKilled" if oom else "Completed",
-                      "startedAt": began, "finishedAt": _iso(now),
+        ended = ({"exitCode": 1, "reason": "Error", "message": GPU_OOM_MESSAGE} if oom
+                 else {"exitCode": 0, "reason": "Completed"})
+        terminated = {**ended, "startedAt": began, "finishedAt": _iso(now),
                       "containerID": f"containerd://{uid}"}
         pod["status"] = {"phase": "Failed" if oom else "Succeeded", "containerStatuses": [
             {"name": "main", "restartCount": 0, "state": {"terminated": terminated}}]}
@@ -183,4 +186,5 @@ class ExtenderPolicy:
                 "job_type": kind, "job": job.id, "attempt": job.attempt,
                 "reserved_mib": round(record.own_mib, 1) if record else None,
                 "true_mib": round(placement.true_mib, 1),
-                "floor_after_mib": self.store.floors().get(kind)})
+                "floor_after_mib": self.store.floors().get(
+                    f"{pod['metadata']['namespace']}|{kind}")})

@@ -4,7 +4,7 @@ the collocation limit, and the queue delay (Eq. 1) a new job would see.
     schedtune queues                    # every node, as a table
     schedtune queues --node gpu-node-0 --json
     schedtune queues --waiting          # pods that fit nowhere, oldest first
-    schedtune queues --floors           # what OOM kills taught: the least a job type reserves
+    schedtune queues --floors           # what GPU OOMs taught: the least a job type reserves
     schedtune queues --interference     # what finished runs taught: alpha per GPU type
 
 Reads REDIS_URL (or --redis), else the embedded server of `schedtune serve` in
@@ -61,8 +61,10 @@ def render_waiting(waiting: list[dict]) -> str:
 
 def render_floors(floors: list[dict]) -> str:
     lines = [f"{f['model']:<20} {f['task']:<9} batch {f['batch']:>5} on {f['gpu_type']:<12} "
-             f"reserves at least {f['floor_mib']:>8.0f} MiB (after an OOM kill)" for f in floors]
-    return "\n".join(lines) if lines else "no OOM corrections: no job type was OOM-killed"
+             f"reserves at least {f['floor_mib']:>8.0f} MiB in "
+             f"{'every namespace' if f['namespace'] == '*' else 'namespace ' + f['namespace']}"
+             " (after a GPU OOM)" for f in floors]
+    return "\n".join(lines) if lines else "no OOM corrections: no job type ran out of GPU memory"
 
 
 def render_interference(learned: list[dict], configured: float) -> str:

@@ -19,11 +19,16 @@ annotated with ``schedtune.io/model``:
   seconds, OOM, outcome) for retraining; after a success, refits each GPU type's
   collocation slowdown from the latest runs (`extender.core.interference`) and
   publishes it for every worker's next decision;
-* OOMKilled containers: counted once each (`st:ooms`, ``schedtune_oom_kills_total``),
-  and the killed job's type (model, task, batch, GPU type) never gets the same
-  reservation again: its floor in Redis rises above what was reserved (`core.oom`),
-  and the jobs still running beside it grow their reservations until its GPU shows no
-  more room than the killed job held (one of them may have overrun: nobody can tell);
+* containers that ran out of GPU memory (`extender.cluster.pods`: their exit and
+  termination message say so): counted once each (`st:ooms`,
+  ``schedtune_oom_kills_total``), and the killed job's type (model, task, batch, GPU
+  type) never gets the same reservation again in the pod's namespace: its floor in Redis
+  rises above what was reserved (`core.oom`, bounded: `RedisStore.raise_floor`), and the
+  jobs still running beside it grow their reservations until its GPU shows no more room
+  than the killed job held (one of them may have overrun: nobody can tell), as far as
+  the kill was within its namespace's budget of raises;
+* ``OOMKilled`` containers (the RAM limit): counted (``schedtune_ram_kills_total``) and
+  warned of; no GPU floor rises and no neighbour grows;
 
 Its second thread (`extender.cluster.events`) posts the decisions the extender logs
 (reserved, waiting, a GPU held) and the releases logged here as Events on the pods.
@@ -45,6 +50,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
+from estimator.catalogue import CATALOGUE
 from estimator.errors import EstimatorError
 from estimator.predict import Estimator
 from extender import logs
@@ -56,7 +62,7 @@ from extender.core.interference import learn_alphas, runs_from_jobs, runs_from_o
 from extender.errors import StoreRefused, StoreUnavailable
 from extender.metrics import (
     ADOPTION_OVERCOMMITS, ADOPTIONS, ADOPTIONS_UNVERIFIED, MONITOR_POD_ERRORS, OOM_KILLS,
-    RELEASES, WAITERS_REQUEUED, observe_prediction,
+    RAM_KILLS, RELEASES, WAITERS_REQUEUED, observe_prediction,
 )  # fmt: skip
 from extender.model import (
     GPU, PREDICTED_S, REQUEUED_AT, RESERVED_MIB, SIGNATURE, JobRecord, NodeState,
@@ -65,6 +71,7 @@ from extender.model import (
 from extender.registry import ModelRegistry
 from extender.settings import Settings
 from extender.sizing import Sizer
+from extender.state.records import MAX_FLOOR_MIB
 from extender.state.store import NO_WAITERS, RedisStore
 
 log = logging.getLogger(__name__)
@@ -137,8 +144,14 @@ class Monitor:
                 OOM_KILLS.inc()
                 log.error("OOM kill", extra={"pod": facts.name, "namespace": facts.namespace,
                                              "pod_uid": facts.uid, "node": facts.node})
-                self._warn(facts, "SchedTuneOOMKilled", "a container was OOM-killed on "
+                self._warn(facts, "SchedTuneOOMKilled", "a container ran out of GPU memory on "
                            f"{facts.node}; the reservation was too small{self._learn(facts)}")
+        for event in facts.ram_kills:
+            if self.store.record_oom(f"ram:{event}"):
+                RAM_KILLS.inc()
+                self._warn(facts, "SchedTuneRAMKilled", "a container was OOM-killed by its "
+                           f"memory limit (RAM) on {facts.node}: raise the container's memory "
+                           "limit; the GPU reservation is not changed by it")
         if facts.phase in FINISHED_PHASES:
             self._finish(facts, outcome_of(facts))
             return
@@ -206,21 +219,44 @@ class Monitor:
                       extra={"alphas": {t: f.alpha for t, f in fits.items()}})
 
     def _learn(self, facts: PodFacts) -> str:
-        """Raise the OOM floor of the killed job's type (every replica reserves at least
-        that from its next request); returns what to add to the pod's Warning."""
+        """Raise the GPU OOM floor of the killed job's type for its namespace (every
+        replica reserves at least that from its next request), within the bounds
+        `RedisStore.raise_floor` keeps; returns what to add to the pod's Warning."""
         job = self.store.job(facts.uid)
         if job is None:
             return ": report it"  # not a reservation of ours
-        beside = self._grow_beside(job)
         if not job.model or not job.gpu_type or job.batch <= 0:
-            return ": report it" + beside  # declared memory, or adopted without a type
-        floor = self.store.raise_floor(job_type(job.model, job.task, job.batch, job.gpu_type),
-                                       oom.next_floor(job.own_mib))
+            return ": report it" + self._grow_beside(job)  # declared memory, or no type
+        kind = job_type(job.model, job.task, job.batch, job.gpu_type)
+        raised = self.store.raise_floor(kind, facts.namespace, oom.next_floor(job.own_mib),
+                                        self._largest_gpu_mib(job.gpu_type), self.clock(),
+                                        self.settings.floor_window_s,
+                                        self.settings.floor_raises)
+        what = f"{job.model} {job.task} batch {job.batch} on {job.gpu_type}"
+        if not raised.counted:
+            log.warning("OOM floor not raised: the namespace's raises are spent",
+                        extra={"namespace": facts.namespace, "job_type": kind})
+            return (f" ({job.own_mib:.0f} MiB); {what} was raised {self.settings.floor_raises}"
+                    f" times in this namespace within {self.settings.floor_window_s:.0f} s:"
+                    f" no more (it reserves {raised.namespace_mib:.0f} MiB here)")
         log.warning("OOM floor raised", extra={"model": job.model, "task": job.task,
                                                "batch": job.batch, "gpu_type": job.gpu_type,
-                                               "floor_mib": floor})
-        return (f" ({job.own_mib:.0f} MiB); {job.model} {job.task} batch {job.batch} "
-                f"on {job.gpu_type} now reserves at least {floor:.0f} MiB{beside}")
+                                               "namespace": facts.namespace,
+                                               "floor_mib": raised.namespace_mib,
+                                               "everyone_mib": raised.everyone_mib})
+        return (f" ({job.own_mib:.0f} MiB); {what} now reserves at least "
+                f"{raised.namespace_mib:.0f} MiB in namespace {facts.namespace}"
+                f"{self._grow_beside(job)}")
+
+    def _largest_gpu_mib(self, gpu_type: str) -> float:
+        """The most memory a GPU of the type has among the watched nodes (the catalogue's
+        when none is watched): a floor above it would lock the job type out."""
+        watched = [g.memory_mib for g in self.store.node_layouts().values()
+                   if g.gpu_type == gpu_type and g.memory_mib > 0]
+        if watched:
+            return float(max(watched))
+        known = CATALOGUE.get(gpu_type)
+        return float(known.memory_mib) if known else MAX_FLOOR_MIB
 
     def _grow_beside(self, job: JobRecord) -> str:
         """Grow the reservations of the jobs running beside a killed one, so that its GPU

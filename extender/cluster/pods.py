@@ -1,12 +1,27 @@
 """What the monitor reads from a pod as the API server serialises it (JSON dicts). Pure.
 
 `pod_facts` reads a pod once into `PodFacts`: identity, annotations, node,
-scheduler, phase, whether it is being deleted, when its containers ran and
-which were OOM-killed; `outcome_of` names how a finished pod ended.
+scheduler, phase, whether it is being deleted, when its containers ran, which ran out
+of GPU memory and which the kernel killed for RAM; `outcome_of` names how a finished
+pod ended.
+
+Which is which, as a container's termination says it:
+
+* a **GPU OOM** is an ordinary error exit (exit code not 0) whose termination message
+  names a device allocation failure: PyTorch's ``torch.OutOfMemoryError`` ("CUDA out of
+  memory"; older releases ``torch.cuda.OutOfMemoryError`` or a ``RuntimeError`` with that
+  text), TensorFlow's ``ResourceExhaustedError`` ("OOM when allocating tensor"), JAX's /
+  XLA's ``RESOURCE_EXHAUSTED: Out of memory``, or HAMi-core's own refusal
+  (``[HAMI-core ERROR ...]: Device N OOM used / limit``). The message is the container's
+  ``/dev/termination-log``, or with ``terminationMessagePolicy: FallbackToLogsOnError``
+  the tail of its log when it wrote none (what the examples in k8s/ set);
+* ``reason: OOMKilled`` is the kernel's cgroup killer: the container outgrew its RAM
+  limit. It says nothing about GPU memory.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,6 +31,11 @@ from extender.model import GPU_MEMORY, MODEL
 from extender.wire.objects import controller_of, gpus_requested
 
 FINISHED_PHASES = ("Succeeded", "Failed")
+GPU_OOM_MESSAGE = re.compile(
+    r"CUDA out of memory|OutOfMemoryError"  # PyTorch (torch.OutOfMemoryError and older)
+    r"|OOM when allocating tensor|ResourceExhaustedError"  # TensorFlow
+    r"|RESOURCE_EXHAUSTED: Out of memory"  # JAX / XLA
+    r"|HAMI-core ERROR[^\n]*Device \d+ OOM")  # HAMi-core's limit inside the container
 
 
 @dataclass(frozen=True)
@@ -32,11 +52,12 @@ class PodFacts:
     created_at: float
     running_since: float  # 0 until a container runs
     finished_at: float  # 0 until every container terminated
-    oom_events: tuple[str, ...]  # one id per OOM-killed container instance
+    oom_events: tuple[str, ...]  # one id per container instance that ran out of GPU memory
     scheduler: str = ""  # spec.schedulerName
     deleting: bool = False  # metadata.deletionTimestamp set: the pod is going
     gpus: int = 0  # nvidia.com/gpu its containers request
     owner: str = ""  # kind/name of its controller
+    ram_kills: tuple[str, ...] = ()  # one id per container instance OOMKilled (RAM limit)
 
 
 def _instant(text: Any) -> float:
@@ -64,7 +85,7 @@ def pod_facts(pod: Mapping[str, Any]) -> PodFacts | None:
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
     statuses = status.get("containerStatuses") or []
-    started, finished, ooms = [], [], []
+    started, finished, ooms, ram = [], [], [], []
     for container in statuses:
         state = container.get("state") or {}
         if "running" in state:
@@ -74,9 +95,11 @@ def pod_facts(pod: Mapping[str, Any]) -> PodFacts | None:
             started.append(_instant(terminated.get("startedAt")))
             finished.append(_instant(terminated.get("finishedAt")))
         for term in (terminated, (container.get("lastState") or {}).get("terminated")):
-            if term and term.get("reason") == "OOMKilled":
+            kind = termination_kind(term)
+            if kind:
                 instance = term.get("containerID") or f"{term.get('finishedAt')}"
-                ooms.append(f"{meta['uid']}/{container.get('name')}/{instance}")
+                (ooms if kind == "gpu-oom" else ram).append(
+                    f"{meta['uid']}/{container.get('name')}/{instance}")
     all_done = bool(statuses) and len(finished) == len(statuses)
     return PodFacts(
         uid=meta["uid"], name=meta.get("name", ""), namespace=meta.get("namespace", "default"),
@@ -87,8 +110,21 @@ def pod_facts(pod: Mapping[str, Any]) -> PodFacts | None:
         finished_at=max(finished) if all_done else 0.0, oom_events=tuple(dict.fromkeys(ooms)),
         scheduler=str(spec.get("schedulerName") or ""),
         deleting=bool(meta.get("deletionTimestamp")),
-        gpus=_gpus(spec), owner=controller_of(meta),
+        gpus=_gpus(spec), owner=controller_of(meta), ram_kills=tuple(dict.fromkeys(ram)),
     )  # fmt: skip
+
+
+def termination_kind(terminated: Any) -> str:
+    """"gpu-oom", "ram-oom" or "" for a container's ``terminated`` state (module docstring)."""
+    if not isinstance(terminated, Mapping):
+        return ""
+    if terminated.get("reason") == "OOMKilled":
+        return "ram-oom"
+    message = terminated.get("message")
+    if terminated.get("exitCode") not in (0, None) and isinstance(message, str) \
+            and GPU_OOM_MESSAGE.search(message):
+        return "gpu-oom"
+    return ""
 
 
 def _gpus(spec: Any) -> int:
@@ -103,4 +139,6 @@ def outcome_of(facts: PodFacts) -> str:
         return "evicted"
     if facts.oom_events and facts.phase == "Failed":
         return "oom"
+    if facts.ram_kills and facts.phase == "Failed":
+        return "ram-oom"
     return facts.phase.lower()

@@ -343,16 +343,52 @@ return 1
 """
 
 RAISE_FLOOR = """
--- The least a job type may reserve after an OOM kill (KEYS[1] hash, ARGV[1] job type):
--- only ever raised. Returns the floor now in force.
-local current = tonumber(redis.call('HGET', KEYS[1], ARGV[1])) or 0
-if current ~= current then current = 0 end
-local wanted = tonumber(ARGV[2])
-if wanted > current then
-  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-  return ARGV[2]
+-- After a GPU OOM kill of a job type (ARGV[1]) in a namespace (ARGV[2]): KEYS[1] the
+-- floors hash (fields: '<namespace>|<job type>' for that namespace's pods, '<job type>'
+-- for everyone's), KEYS[2] that job type's kill tally (field: namespace -> 'raises,since,
+-- last kill'). The namespace's floor rises to ARGV[3] capped at ARGV[4] (the largest GPU
+-- of the type), at most ARGV[7] times per window of ARGV[6] s (ARGV[5]: now). Everyone's
+-- floor rises only to the second highest namespace floor among the namespaces with a kill
+-- in the window: one namespace alone never raises it. A floor only rises.
+-- Returns {namespace floor, everyone's floor, 1 if this kill raised within its budget}.
+local kind, ns = ARGV[1], ARGV[2]
+local wanted = math.min(tonumber(ARGV[3]), tonumber(ARGV[4]))
+local now, window, most = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local function floor_of(field)
+  local v = tonumber(redis.call('HGET', KEYS[1], field)) or 0
+  if v ~= v then return 0 end
+  return v
 end
-return tostring(current)
+local raises, since = 0, now
+local tally = redis.call('HGET', KEYS[2], ns)
+if tally then
+  local r, s = string.match(tally, '^(%d+),([%d%.]+),')
+  if r and now - tonumber(s) < window then raises, since = tonumber(r), tonumber(s) end
+end
+local own_field = ns .. '|' .. kind
+local own, counted = floor_of(own_field), 0
+if raises < most then
+  raises, counted = raises + 1, 1
+  if wanted > own then
+    own = wanted
+    redis.call('HSET', KEYS[1], own_field, tostring(own))
+  end
+end
+redis.call('HSET', KEYS[2], ns, raises .. ',' .. since .. ',' .. now)
+redis.call('EXPIRE', KEYS[2], math.max(1, math.ceil(window)))
+local seen = {}
+local tallies = redis.call('HGETALL', KEYS[2])
+for i = 1, #tallies, 2 do
+  local last = tonumber(string.match(tallies[i + 1], ',([%d%.]+)$'))
+  if last and now - last < window then seen[#seen + 1] = floor_of(tallies[i] .. '|' .. kind) end
+end
+table.sort(seen, function(a, b) return a > b end)
+local everyone = floor_of(kind)
+if #seen >= 2 and seen[2] > everyone then
+  everyone = seen[2]
+  redis.call('HSET', KEYS[1], kind, tostring(everyone))
+end
+return {tostring(own), tostring(everyone), counted}
 """
 
 GROW_BESIDE = LIVE + """

@@ -44,8 +44,12 @@ Key layout (human readable; every key is built by the helpers below):
     st:told:{once key}      string  a decision already told (expires after
                                     `decision_repeat_s`: a waiting pod is told once)
                                     (consumer group `event-posters`: the monitors)
-    st:floors               hash    job type (model|task|batch|GPU type) -> the least MiB it
-                                    may reserve after an OOM kill of it (only ever raised)
+    st:floors               hash    {namespace}|{job type} (model|task|batch|GPU type) -> the
+                                    least MiB that namespace's pods of the type reserve
+                                    after a GPU OOM kill of it; {job type} -> the same for
+                                    everyone, once two namespaces saw kills (only raised)
+    st:floor-kills:{type}   hash    namespace -> raises,window start,last kill: the GPU OOM
+                                    kills of a job type (expires a window after the last)
     st:interference         hash    GPU type -> the collocation slowdown alpha the monitor
                                     learned from observed runs, and GPU type|runs -> how
                                     many runs it rests on (`extender.core.interference`;
@@ -74,7 +78,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
 import orjson
@@ -163,6 +167,20 @@ def _record_payload(record: FilterRecord) -> bytes:
     if record.held:
         stored["held"] = {n: list(indices) for n, indices in record.held.items()}
     return orjson.dumps(stored)
+
+
+def floor_kills_key(job_type: str) -> str:
+    return f"st:floor-kills:{job_type}"
+
+
+@dataclass(frozen=True)
+class FloorRaise:
+    """A GPU OOM kill's effect: the floors now in force for the killed pod's namespace and
+    for everyone, and whether the kill was within its namespace's budget of raises."""
+
+    namespace_mib: float
+    everyone_mib: float
+    counted: bool
 
 
 class RedisStore:
@@ -292,10 +310,16 @@ class RedisStore:
             self._sync_redis = (os.getpid(), client)
         return client
 
-    def raise_floor(self, job_type: str, mib: float) -> float:
-        """Let the job type reserve at least `mib` from now on (a floor only rises);
-        returns the floor in force."""
-        return float(self._call(self._raise_floor, keys=[FLOORS_KEY], args=[job_type, mib]))
+    def raise_floor(self, job_type: str, namespace: str, mib: float, cap_mib: float, now: float,
+                    window_s: float, max_raises: int) -> FloorRaise:
+        """After a GPU OOM kill of `job_type` in `namespace`: that namespace's pods of the
+        type reserve at least `mib` (capped at `cap_mib`) from now on, at most `max_raises`
+        times per `window_s`; everyone's floor rises only on kills from two namespaces
+        (lua.RAISE_FLOOR). A floor only rises."""
+        own, everyone, counted = self._call(
+            self._raise_floor, keys=[FLOORS_KEY, floor_kills_key(job_type)],
+            args=[job_type, namespace, mib, cap_mib, now, window_s, max_raises])
+        return FloorRaise(float(own), float(everyone), bool(int(counted)))
 
     def grow_beside(self, killed: JobRecord, capacity_mib: float, now: float) -> dict[str, float]:
         """After an OOM kill of `killed` (still reserved): on each of its GPUs, grow the bound

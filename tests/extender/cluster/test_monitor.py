@@ -79,11 +79,13 @@ def test_every_reservation_is_released_on_the_event_that_ends_its_pod(monitor, s
     assert observed["a"]["outcome"] == "succeeded" and float(observed["a"]["seconds"]) == 600
     assert observed["a"]["gpu_type"] == "RTX-3090" and observed["a"]["units"] == "2"
     assert observed["b"]["outcome"] == "deleted"
-    assert observed["c"]["outcome"] == "oom" and observed["c"]["oom"] == "1"
+    # train-c was OOMKilled: its RAM limit, not its GPU memory
+    assert observed["c"]["outcome"] == "ram-oom" and observed["c"]["oom"] == "0"
     assert observed["e"]["outcome"] == "evicted"
     assert REGISTRY.get_sample_value(*ratios) - ratios_before == 1  # a's run: the one succeeded
     assert store.oom_count() == 2  # two OOM-killed container instances, each counted once
-    assert warnings == [("train-c", "SchedTuneOOMKilled")] * 2
+    assert warnings == [("train-c", "SchedTuneRAMKilled")] * 2
+    assert store.floors() == {}  # a RAM kill raises no GPU floor
 
 
 def test_running_reservation_carries_the_real_start_time(monitor, store) -> None:

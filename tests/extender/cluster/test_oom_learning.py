@@ -1,5 +1,7 @@
-"""An OOM-killed job's retry never gets the reservation that was killed (real Redis, the
-monitor fed the pod as the API server reports it, the extender over its HTTP routes)."""
+"""A job that ran out of GPU memory is never retried with the reservation that was killed,
+in its namespace; what one namespace's kills can do to others is bounded; a RAM kill
+(OOMKilled) teaches nothing about GPU memory (real Redis, the monitor fed the pod as the
+API server reports it, the extender over its HTTP routes)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,12 @@ BIG = make_node("big", "NVIDIA-GeForce-RTX-3090", count=4, memory_mib=24576, rep
 BIG_LAYOUT = NodeGpus("NVIDIA-GeForce-RTX-3090", "RTX-3090", 4, 24576, share_slots=4)
 OURS = "schedtune-scheduler"
 VGG32 = job_type("vgg16", "train", 32, "RTX-3090")
+IN_DEFAULT = f"default|{VGG32}"  # the floor of namespace default's pods of the type
+# What PyTorch prints when a CUDA allocation fails (the log tail kubelet keeps as the
+# termination message under terminationMessagePolicy: FallbackToLogsOnError).
+TORCH_OOM = ("Traceback (most recent call last):\n  ...\ntorch.OutOfMemoryError: CUDA out "
+             "of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.68 GiB "
+             "of which 1.12 GiB is free.")
 
 
 @pytest.fixture
@@ -36,13 +44,16 @@ def _reserve(client, binder, name: str, batch: int = 32) -> tuple[dict, float]:
     return bound(pod, "big", binder.calls[-1][4], OURS), float(binder.calls[-1][4][RESERVED_MIB])
 
 
-def _oom_killed(pod: dict, restart: int = 0) -> dict:
+def _oom_killed(pod: dict, restart: int = 0, gpu: bool = True) -> dict:
+    """The pod restarted after its container ran out of GPU memory (PyTorch's error exit),
+    or with `gpu` False after the kernel OOM-killed it at its RAM limit."""
     pod = copy.deepcopy(pod)
+    ended = ({"reason": "Error", "exitCode": 1, "message": TORCH_OOM} if gpu
+             else {"reason": "OOMKilled", "exitCode": 137})
     pod["status"] = {"phase": "Running", "containerStatuses": [{
         "name": "trainer", "restartCount": restart + 1,
         "state": {"running": {"startedAt": "2026-11-23T10:01:00Z"}},
-        "lastState": {"terminated": {"reason": "OOMKilled", "exitCode": 137,
-                                     "containerID": f"containerd://{restart}",
+        "lastState": {"terminated": {**ended, "containerID": f"containerd://{restart}",
                                      "startedAt": "2026-11-23T10:00:00Z",
                                      "finishedAt": "2026-11-23T10:00:50Z"}}}]}
     return pod
@@ -57,9 +68,9 @@ def test_the_retry_of_a_killed_job_reserves_more_in_every_replica(
     monitor.on_event("MODIFIED", _oom_killed(first))
     floor = next_floor(killed_mib)
     assert floor >= killed_mib + 1024
-    assert store.floors() == {VGG32: floor}
+    assert store.floors() == {IN_DEFAULT: floor}
     assert warned[0][0] == "SchedTuneOOMKilled"
-    assert f"now reserves at least {floor:.0f} MiB" in warned[0][1]
+    assert f"now reserves at least {floor:.0f} MiB in namespace default" in warned[0][1]
 
     retry, _ = _reserve(client, binder, "train-0-retry")
     assert store.job(retry["metadata"]["uid"]).reserved_mib == floor > killed_mib
@@ -76,7 +87,7 @@ def test_the_retry_of_a_killed_job_reserves_more_in_every_replica(
     # Killed again at the floor: the floor rises again; the same kill seen twice does not.
     monitor.on_event("MODIFIED", _oom_killed(retry))
     monitor.on_event("MODIFIED", _oom_killed(retry))
-    assert store.floors() == {VGG32: next_floor(floor)}
+    assert store.floors() == {IN_DEFAULT: next_floor(floor)}
 
 
 def _beside(store, clock, uid: str, gpu: int, mib: float, running: bool = True) -> None:
@@ -133,7 +144,8 @@ def test_the_jobs_beside_a_killed_one_grow_until_its_gpu_shows_no_more_room_than
     pod_a["spec"].update(nodeName="big", schedulerName=OURS)
     killed_a = _oom_killed(pod_a)
     monitor.on_event("MODIFIED", killed_a)
-    assert store.floors()[job_type("resnet50", "train", 32, "RTX-3090")] == next_floor(3000.0)
+    resnet = job_type("resnet50", "train", 32, "RTX-3090")
+    assert store.floors()[f"default|{resnet}"] == next_floor(3000.0)
     killed_a["status"]["phase"] = "Failed"
     monitor.on_event("MODIFIED", killed_a)
     [seen] = [o for o in store.observations() if o["uid"] == "a"]
@@ -147,22 +159,81 @@ def test_queues_shows_the_corrections_oom_kills_made(store, monkeypatch, redis_u
     monkeypatch.setenv("REDIS_URL", redis_url)
     assert queues.main(["--floors"]) == 0
     assert "no OOM corrections" in capsys.readouterr().out
-    store.raise_floor(VGG32, 12345.0)
+    _raise(store, "ml", 12345.0)
     assert queues.main(["--floors", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == [
-        {"model": "vgg16", "task": "train", "batch": "32", "gpu_type": "RTX-3090",
-         "floor_mib": 12345.0}]
+        {"namespace": "ml", "model": "vgg16", "task": "train", "batch": "32",
+         "gpu_type": "RTX-3090", "floor_mib": 12345.0}]
     assert queues.main(["--floors"]) == 0
-    assert "reserves at least    12345 MiB" in capsys.readouterr().out
+    assert "reserves at least    12345 MiB in namespace ml" in capsys.readouterr().out
+
+
+def _raise(store, namespace: str, mib: float, now: float = 1000.0, cap: float = 24576.0,
+           raises: int = 3):
+    return store.raise_floor(VGG32, namespace, mib, cap, now, 86400.0, raises)
 
 
 def test_a_floor_only_rises_and_unreadable_floors_are_ignored(store, redis_client) -> None:
-    assert store.raise_floor(VGG32, 9000) == 9000
-    assert store.raise_floor(VGG32, 5000) == 9000
+    assert _raise(store, "default", 9000).namespace_mib == 9000
+    assert _raise(store, "default", 5000).namespace_mib == 9000
     redis_client.hset("st:floors", mapping={"a|train|8|T4": "nan", "b|train|8|T4": "-5",
                                             "c|train|8|T4": "1e300", "d|train|8|T4": "x"})
-    assert store.floors() == {VGG32: 9000.0}
-    assert store.snapshot({}, 0.0).floors == {VGG32: 9000.0}
+    assert store.floors() == {IN_DEFAULT: 9000.0}
+    assert store.snapshot({}, 0.0).floors == {IN_DEFAULT: 9000.0}
+
+
+def test_one_namespace_raises_its_own_floor_a_bounded_number_of_times_never_past_the_gpu(
+        store) -> None:
+    raised = [_raise(store, "tenant-a", 20000.0 + 5000 * i, now=1000.0 + i) for i in range(7)]
+    assert [r.counted for r in raised] == [True] * 3 + [False] * 4
+    assert raised[-1].namespace_mib == 24576.0  # capped at the largest GPU of the type
+    assert raised[-1].everyone_mib == 0.0  # one namespace alone: nobody else's floor
+    assert store.floors() == {f"tenant-a|{VGG32}": 24576.0}
+    # A window later its budget is back.
+    assert _raise(store, "tenant-a", 1000.0, now=1000.0 + 86400 + 1).counted
+
+
+def test_everyones_floor_needs_kills_from_two_namespaces_and_takes_the_lower(store) -> None:
+    _raise(store, "tenant-a", 20000.0)
+    second = _raise(store, "tenant-b", 9000.0, now=1001.0)
+    assert (second.namespace_mib, second.everyone_mib) == (9000.0, 9000.0)
+    assert store.floors()[VGG32] == 9000.0  # tenant-a's 20000 does not speak for tenant-b
+    # A kill older than the window no longer counts towards everyone's floor.
+    late = _raise(store, "tenant-c", 15000.0, now=1000.0 + 86400 + 5)
+    assert late.everyone_mib == 9000.0
+
+
+def test_seven_gpu_oom_kills_in_one_namespace_leave_other_namespaces_pods_placeable(
+        client, binder, store, monitor) -> None:
+    _, killed_mib = _reserve(client, binder, "train-0")
+    floor = killed_mib
+    for attempt in range(7):  # a Job with backoffLimit: 6 in namespace default: 7 pods
+        pod, _ = _reserve(client, binder, f"train-{attempt}-retry")
+        reserved = store.job(pod["metadata"]["uid"]).own_mib
+        monitor.on_event("MODIFIED", _oom_killed(pod))
+        if attempt < 3:  # its namespace's budget: 3 raises a window
+            floor = min(next_floor(reserved), 24576.0)
+        assert store.floors() == {IN_DEFAULT: floor}
+        store.release(pod["metadata"]["uid"])
+    assert floor > killed_mib
+    pod = make_pod("theirs", namespace="other", model="vgg16", batch=32, epochs=1)
+    out = client.post("/filter", json=filter_args(pod, [BIG])).get_json()
+    assert [n["metadata"]["name"] for n in out["Nodes"]["items"]] == ["big"]
+    assert client.post("/bind", json=bind_args(pod, "big")).get_json() == {"Error": ""}
+    assert float(binder.calls[-1][4][RESERVED_MIB]) == pytest.approx(killed_mib, abs=1)
+
+
+def test_a_ram_kill_raises_no_gpu_floor_and_grows_no_neighbour(
+        client, binder, store, monitor, clock) -> None:
+    warned = []
+    monitor.warn = lambda facts, reason, message: warned.append(reason)
+    pod, _ = _reserve(client, binder, "train-0")
+    victim = store.job(pod["metadata"]["uid"])
+    _beside(store, clock, "a", victim.gpu_index, 3000.0)
+    monitor.on_event("MODIFIED", _oom_killed(pod, gpu=False))
+    assert store.floors() == {}
+    assert store.job("a").reserved_mib == 3000.0
+    assert warned == ["SchedTuneRAMKilled"]
 
 
 def test_an_oom_of_a_pod_we_never_reserved_for_raises_nothing(store, monitor) -> None:
