@@ -95,6 +95,7 @@ class NodeGpus:
     `share_slots`: pods one GPU can hold by the cluster's sharing mechanism
     (time-slicing replicas; 0 = memory-based sharing, no slot limit; 1 = exclusive).
     `problem` is set, and `count` 0, when the labels are missing or not believable.
+    `uuids`: each GPU's UUID by index, when a node agent registered them (HAMi), else ().
     """
 
     product: str
@@ -103,11 +104,12 @@ class NodeGpus:
     memory_mib: int
     share_slots: int = 1
     problem: str = ""
+    uuids: tuple[str, ...] = ()
 
-    def as_row(self) -> tuple[str, str | None, int, int, int, str]:
+    def as_row(self) -> tuple[str, str | None, int, int, int, str, tuple[str, ...]]:
         """Field values in order (`NodeGpus(*row)` rebuilds it); cheaper than deep `astuple`."""
         return (self.product, self.gpu_type, self.count, self.memory_mib, self.share_slots,
-                self.problem)
+                self.problem, self.uuids)
 
 
 @dataclass(frozen=True)

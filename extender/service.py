@@ -195,12 +195,14 @@ class Scheduler:
                                "but has no filter record (never filtered, or it expired): "
                                "filter it first")
             binding.check_demand(pod, live, filtered.demand)
+            containers = live.container_gpus
         else:
             filtered = self.store.filter_record(pod.uid)
             if filtered is None:  # never filtered as ours: bind it as it is
                 self.binder.bind(pod.namespace, pod.name, pod.uid, node, {})
                 return {}
-        return self._place(pod, node, filtered, KUBE_BIND, self.binder)
+            containers = ()
+        return self._place(pod, node, filtered, KUBE_BIND, self.binder, containers)
 
     def record_placement(self, pod: PodInfo, node: str) -> dict[str, str]:
         """Reserve for a placement Volcano binds itself (its allocate event), expiring after
@@ -219,9 +221,11 @@ class Scheduler:
         self.store.release_placement(pod.uid, node, VOLCANO_ALLOCATE)
 
     def _place(self, pod: PodInfo, node: str, filtered: FilterRecord, source: str,
-               binder: BindTarget | None) -> dict[str, str]:
+               binder: BindTarget | None, containers: tuple[int, ...] = ()) -> dict[str, str]:
         """Reserve for the pod on `node`, then bind and confirm; with no `binder` (someone
-        else binds) the reservation stays unconfirmed, expiring unless confirmed."""
+        else binds) the reservation stays unconfirmed, expiring unless confirmed. Under
+        HAMi the annotations also hand the reserved GPUs to the pod's containers
+        (`containers`: each one's nvidia.com/gpu) through its device plugin."""
         self._set_cycle(None)  # queues change here: the next prioritize reads them again
         now = self.clock()
         snapshot = self.store.snapshot({node: filtered.layouts.get(node)}, now,
@@ -249,6 +253,9 @@ class Scheduler:
                                              plan.need.gpus)
             need, gpus = plan.need, state.gpus
         annotations = binding.pod_annotations(reservation, need, self.settings.signing_key)
+        if self.settings.node_agent == "hami" and gpus is not None:
+            annotations.update(binding.hami_annotations(reservation, gpus, need, containers,
+                                                        now))
         if binder is not None:
             try:
                 binder.bind(pod.namespace, pod.name, pod.uid, node, annotations)

@@ -68,6 +68,17 @@ Environment variables (the manifests in k8s/ use exactly these names):
     EXTENDER_EVENT_RATE            Events the monitor posts per second at most (default 5;
                                    EXTENDER_EVENT_BURST at once, default 25); more are
                                    dropped and counted (schedtune_events_total)
+    EXTENDER_NODE_AGENT            what hands a pod the GPU we chose on its node: none
+                                   (default: NVIDIA's device plugin, which gives a pod
+                                   asking nvidia.com/gpu: 1 a whole GPU, or under
+                                   time-slicing a replica of the kubelet's choosing; our
+                                   choice is a reservation only) or hami (HAMi's device
+                                   plugin: the node watcher reads its device register, bind
+                                   writes its allocation annotations and takes its node
+                                   lock, the monitor follows its answer; extender/wire/hami.py)
+    EXTENDER_AGENT_TIMEOUT_S       monitor: how long a node agent may take to answer a
+                                   hand-over before the reservation is released (default
+                                   300, HAMi's own node lock timeout)
     EXTENDER_NODE_WATCH            1 (default) to watch nodes through the API when a cluster
                                    is reachable, 0 to rely on request bodies only
     EXTENDER_DECLARED_DEFAULT_S    seconds a declared-memory pod is expected to run when it
@@ -115,6 +126,7 @@ from extender.model import UNKNOWN_TYPE, Limits
 from extender.policies import DEFAULT_POLICY, POLICIES, ScoringPolicy, make_policy
 
 BIND_MODES = ("api", "record")
+NODE_AGENTS = ("none", "hami")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL", "FATAL", "NOTSET")
 REDIS_SCHEMES = ("redis", "rediss", "unix")
 MAX_COLLOCATION = 1024  # pods per GPU
@@ -158,6 +170,8 @@ class Settings:
     event_rate: float = 5.0
     event_burst: int = 25
     node_watch: bool = True
+    node_agent: str = "none"
+    agent_timeout_s: float = 300.0
     log_level: str = "INFO"
     bind_address: str = "0.0.0.0:8888"
     workers: int = 2
@@ -197,6 +211,8 @@ class Settings:
             kubeconfig=get("KUBECONFIG") or None,
             state_dir=Path(get("EXTENDER_STATE_DIR", "var")),
             bind_mode=_choice(env, "EXTENDER_BIND", "api", BIND_MODES),
+            node_agent=_choice(env, "EXTENDER_NODE_AGENT", "none", NODE_AGENTS),
+            agent_timeout_s=_number(env, "EXTENDER_AGENT_TIMEOUT_S", 300.0, float, 1, 86400),
             collocation=Limits(_number(env, "EXTENDER_COLLOCATION_LIMIT", 4, int, 1,
                                        MAX_COLLOCATION),
                                _limits(get("EXTENDER_COLLOCATION_LIMITS", ""))),

@@ -24,7 +24,8 @@ from kubernetes.client.exceptions import ApiException
 
 from extender.core.binding import LivePod
 from extender.errors import BindFailed, Conflict
-from extender.wire.objects import controller_of, gpus_requested
+from extender.wire import hami
+from extender.wire.objects import container_gpus, controller_of, gpus_requested
 
 log = logging.getLogger(__name__)
 WATCH_TIMEOUT_S = 300
@@ -46,10 +47,13 @@ def load_config(kubeconfig: str | None) -> bool:
 
 
 class Binder:
-    """Reads pods and creates Bindings through the API server."""
+    """Reads pods and creates Bindings through the API server; a bind that hands devices
+    over through HAMi (its annotations) takes HAMi's node lock first, and drops it again
+    when the Binding fails (HAMi's device plugin drops it once it answered)."""
 
     def __init__(self, api: client.CoreV1Api | None = None) -> None:
         self._api = api or client.CoreV1Api()
+        self._locks = NodeLocks(self._api)
 
     def read_pod(self, namespace: str, name: str) -> LivePod:
         """One GET of the pod (its JSON, no model classes). Raises `Conflict` when it does
@@ -67,12 +71,24 @@ class Binder:
             return LivePod(str(meta.get("uid") or ""), str(spec.get("schedulerName") or ""),
                            str(spec.get("nodeName") or ""),
                            {str(k): str(v) for k, v in annotations.items()},
-                           gpus_requested(spec), controller_of(meta))
+                           gpus_requested(spec), controller_of(meta), container_gpus(spec))
         except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError) as exc:
             raise BindFailed(f"reading pod {namespace}/{name}: unreadable answer") from exc
 
     def bind(self, namespace: str, name: str, uid: str, node: str,
              annotations: Mapping[str, str]) -> None:
+        if hami.BIND_PHASE not in annotations:
+            self._bind(namespace, name, uid, node, annotations)
+            return
+        self._locks.take(node, namespace, name, time.time())
+        try:
+            self._bind(namespace, name, uid, node, annotations)
+        except BindFailed:
+            self._locks.release(node, namespace, name)
+            raise
+
+    def _bind(self, namespace: str, name: str, uid: str, node: str,
+              annotations: Mapping[str, str]) -> None:
         if annotations:
             try:
                 self._api.patch_namespaced_pod(name, namespace,
@@ -91,6 +107,49 @@ class Binder:
                                                     _preload_content=False)
         except ApiException as exc:
             raise BindFailed(f"binding {namespace}/{name} to {node}: {exc.status} {exc.reason}") from exc
+
+
+class NodeLocks:
+    """HAMi's node lock (`extender.wire.hami`): one pod's allocation at a time per node,
+    taken with the node's resourceVersion so two binds never both take it."""
+
+    def __init__(self, api: client.CoreV1Api | None = None) -> None:
+        self._api = api or client.CoreV1Api()
+
+    def take(self, node: str, namespace: str, name: str, now: float) -> None:
+        """Lock `node` for the pod; `Conflict` while another pod's lock is in force."""
+        try:
+            answer = self._api.read_node(node, _preload_content=False)
+            meta = orjson.loads(answer.data).get("metadata") or {}
+        except (ApiException, orjson.JSONDecodeError) as exc:
+            raise BindFailed(f"reading node {node} for its lock: {exc}") from exc
+        holder = hami.lock_holder((meta.get("annotations") or {}).get(hami.NODE_LOCK), now)
+        if holder is not None and holder != (namespace, name):
+            raise Conflict(f"node {node} is locked by {holder[0]}/{holder[1]}'s device "
+                           "allocation; the pod will be retried")
+        patch = {"metadata": {"resourceVersion": meta.get("resourceVersion"),
+                              "annotations": {hami.NODE_LOCK: hami.lock_value(now, namespace,
+                                                                              name)}}}
+        try:
+            self._api.patch_node(node, patch)
+        except ApiException as exc:
+            if exc.status == 409:
+                raise Conflict(f"node {node} changed while its lock was taken; the pod will "
+                               "be retried") from exc
+            raise BindFailed(f"locking node {node}: {exc.status} {exc.reason}") from exc
+
+    def release(self, node: str, namespace: str, name: str) -> bool:
+        """Drop the node's lock when it is the pod's (best effort); True when dropped."""
+        try:
+            meta = orjson.loads(self._api.read_node(node, _preload_content=False).data)
+            value = ((meta.get("metadata") or {}).get("annotations") or {}).get(hami.NODE_LOCK)
+            if not isinstance(value, str) or value.split(",")[1:] != [namespace, name]:
+                return False
+            self._api.patch_node(node, {"metadata": {"annotations": {hami.NODE_LOCK: None}}})
+            return True
+        except (ApiException, orjson.JSONDecodeError, IndexError) as exc:
+            log.warning("could not release node lock of %s: %s", node, type(exc).__name__)
+            return False
 
 
 def pod_event(namespace: str, pod: str, uid: str, reason: str, message: str,

@@ -27,6 +27,9 @@ annotated with ``schedtune.io/model``:
   jobs still running beside it grow their reservations until its GPU shows no more room
   than the killed job held (one of them may have overrun: nobody can tell), as far as
   the kill was within its namespace's budget of raises;
+* under HAMi (`EXTENDER_NODE_AGENT=hami`), a pod whose device plugin answered
+  ``bind-phase: failed``, or has not answered within ``EXTENDER_AGENT_TIMEOUT_S``: its
+  reservation and HAMi's node lock are released, and a Warning says why;
 * ``OOMKilled`` containers (the RAM limit): counted (``schedtune_ram_kills_total``) and
   warned of; no GPU floor rises and no neighbour grows;
 
@@ -71,6 +74,7 @@ from extender.model import (
 from extender.registry import ModelRegistry
 from extender.settings import Settings
 from extender.sizing import Sizer
+from extender.wire import hami
 from extender.state.records import MAX_FLOOR_MIB
 from extender.state.store import NO_WAITERS, RedisStore
 
@@ -88,8 +92,10 @@ class Monitor:
     def __init__(self, store: RedisStore, estimator: Estimator | None = None,
                  clock: Callable[[], float] = time.time, grace_s: float = 60.0,
                  warn: Callable[[PodFacts, str, str], None] | None = None,
-                 settings: Settings | None = None, requeue: Requeue | None = None) -> None:
+                 settings: Settings | None = None, requeue: Requeue | None = None,
+                 unlock: Callable[[str, str, str], object] | None = None) -> None:
         self.store = store
+        self.unlock = unlock  # (node, namespace, pod): drop HAMi's node lock if the pod's
         self.warn = warn  # kube.pod_event in a cluster
         self.requeue = requeue  # a pod patch in a cluster
         self.estimator = estimator
@@ -155,6 +161,8 @@ class Monitor:
         if facts.phase in FINISHED_PHASES:
             self._finish(facts, outcome_of(facts))
             return
+        if self._handover_failed(facts):
+            return
         if facts.deleting:  # now, before the DELETED event at which waiting pods are retried
             self._finish(facts, "deleted")
             return
@@ -171,6 +179,26 @@ class Monitor:
             self._adopt(facts)
         if facts.running_since and (job is None or job.state != "running"):
             self.store.mark_running(facts.uid, facts.running_since)
+
+    def _handover_failed(self, facts: PodFacts) -> bool:
+        """HAMi's device plugin answered ``failed``, or did not answer in time: release the
+        reservation and the node lock (when still the pod's), and say why on the pod. The
+        pod is bound: its kubelet fails it, and its controller's next pod is placed anew.
+        True for such a pod, also once released (it is never adopted again)."""
+        outcome = hami.allocation_outcome(facts.annotations, self.clock(),
+                                          self.settings.agent_timeout_s)
+        if outcome not in ("failed", "unanswered"):
+            return False
+        if self.store.job(facts.uid) is None:
+            return True
+        self._finish(facts, f"allocation-{outcome}")
+        if self.unlock is not None:
+            self.unlock(facts.node, facts.namespace, facts.name)
+        said = ("answered failed" if outcome == "failed" else
+                f"did not answer within {self.settings.agent_timeout_s:.0f} s")
+        self._warn(facts, "SchedTuneAllocationFailed", f"HAMi's device plugin on {facts.node} "
+                   f"{said} handing over the reserved GPUs; the reservation is released")
+        return True
 
     def _release_vanished(self, job: JobRecord) -> None:
         released = self.store.release(job.uid)
@@ -448,7 +476,8 @@ def main(argv: list[str] | None = None) -> int:
                                  _preload_content=False, _request_timeout=2)
 
     monitor = Monitor(store, Estimator.load(settings.models_dir, design=settings.estimator_design),
-                      warn=warn, settings=settings, requeue=requeue)
+                      warn=warn, settings=settings, requeue=requeue,
+                      unlock=kube.NodeLocks(api).release)
     start_http_server(settings.monitor_port)
     stop = threading.Event()
     poster = EventPoster(store, post, settings.event_rate, settings.event_burst)

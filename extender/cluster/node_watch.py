@@ -16,7 +16,7 @@ import threading
 from typing import Any
 
 from extender.cluster import kube
-from extender.wire.node_labels import gpus_from_node
+from extender.wire.node_labels import gpus_from_hami, gpus_from_node
 from extender.settings import Settings
 from extender.state.embedded_redis import open_store
 from extender.state.store import RedisStore
@@ -24,23 +24,28 @@ from extender.state.store import RedisStore
 log = logging.getLogger(__name__)
 
 
-def apply_event(store: RedisStore, event_type: str, node: dict[str, Any]) -> None:
-    """One watch event (a Node as the API's JSON) -> the node's layout in the store."""
+def apply_event(store: RedisStore, event_type: str, node: dict[str, Any],
+                agent: str = "none") -> None:
+    """One watch event (a Node as the API's JSON) -> the node's layout in the store: from
+    its GPU Feature Discovery labels, or under HAMi (`agent`) from its device register."""
     meta = node.get("metadata") or {}
     if event_type == "DELETED":
         store.put_node(meta["name"], None)
         return
     allocatable = (node.get("status") or {}).get("allocatable") or {}
-    store.put_node(meta["name"], gpus_from_node(meta.get("labels") or {}, allocatable))
+    labels = meta.get("labels") or {}
+    layout = (gpus_from_hami(labels, meta.get("annotations") or {}, allocatable)
+              if agent == "hami" else gpus_from_node(labels, allocatable))
+    store.put_node(meta["name"], layout)
 
 
-def apply_listing(store: RedisStore, nodes: list[dict[str, Any]]) -> None:
+def apply_listing(store: RedisStore, nodes: list[dict[str, Any]], agent: str = "none") -> None:
     """A full listing: record every node, forget the ones gone while we were not watching."""
     listed = {n["metadata"]["name"] for n in nodes}
     for name in set(store.node_names()) - listed:
         store.put_node(name, None)
     for node in nodes:
-        apply_event(store, "ADDED", node)
+        apply_event(store, "ADDED", node, agent)
 
 
 def run(settings: Settings, stop: threading.Event | None = None) -> None:
@@ -49,8 +54,10 @@ def run(settings: Settings, stop: threading.Event | None = None) -> None:
         return
     store = open_store(settings)
     api = kube.client.CoreV1Api()
-    kube.watch_forever(api.list_node, lambda nodes: apply_listing(store, nodes),
-                       lambda kind, obj: apply_event(store, kind, obj), stop or threading.Event())
+    agent = settings.node_agent
+    kube.watch_forever(api.list_node, lambda nodes: apply_listing(store, nodes, agent),
+                       lambda kind, obj: apply_event(store, kind, obj, agent),
+                       stop or threading.Event())
 
 
 def start_in_background(settings: Settings) -> subprocess.Popen[bytes] | None:

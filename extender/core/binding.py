@@ -41,6 +41,7 @@ from extender.model import (
 )  # fmt: skip
 from extender.policies.base import ScoringPolicy
 from extender.settings import Settings
+from extender.wire import hami
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,19 @@ def pod_annotations(reservation: Reservation, need: Need,
     return annotations
 
 
+def hami_annotations(reservation: Reservation, gpus: NodeGpus, need: Need,
+                     containers: tuple[int, ...], now: float) -> dict[str, str]:
+    """HAMi's allocation annotations (`extender.wire.hami`): the reserved GPUs' UUIDs, each
+    capped at the MiB reserved on it, handed to the containers that ask for GPUs (all of
+    them to the first container when none asks: `containers` empty or all 0)."""
+    if len(gpus.uuids) != gpus.count or any(i >= gpus.count for i in reservation.gpus):
+        raise Conflict(f"node {reservation.node} has no HAMi device register for GPUs "
+                       f"{list(reservation.gpus)}: its device plugin could not hand them over")
+    uuids = [gpus.uuids[i] for i in reservation.gpus]
+    asks = containers if sum(containers) else (len(uuids),)
+    return hami.bind_annotations(reservation.node, asks, uuids, need.padded_mib, now)
+
+
 @dataclass(frozen=True)
 class LivePod:
     """A pod as the API server has it at bind time. `node_name`: "" while unbound."""
@@ -126,6 +140,7 @@ class LivePod:
     annotations: Mapping[str, str]
     gpus: int = 0  # nvidia.com/gpu its containers request
     owner: str = ""  # kind/name of its controller
+    container_gpus: tuple[int, ...] = ()  # nvidia.com/gpu of each of spec.containers
 
     @property
     def annotated(self) -> bool:
@@ -177,10 +192,11 @@ def trusted_layout(claimed: NodeGpus | None, watched: NodeGpus | None) -> NodeGp
     """
     if watched is None or claimed is None or claimed == watched:
         return watched or claimed
-    return NodeGpus(watched.product, watched.gpu_type, min(claimed.count, watched.count),
+    count = min(claimed.count, watched.count)
+    return NodeGpus(watched.product, watched.gpu_type, count,
                     min(claimed.memory_mib, watched.memory_mib),
                     _fewer_slots(claimed.share_slots, watched.share_slots),
-                    watched.problem or claimed.problem)
+                    watched.problem or claimed.problem, watched.uuids[:count])
 
 
 def _fewer_slots(a: int, b: int) -> int:

@@ -68,9 +68,14 @@ def layout_from_row(row: Any) -> NodeGpus:
 
 
 def layout_from_fields(fields: Mapping[str, Any]) -> NodeGpus | None:
+    uuids = fields.get("uuids", ())
+    if not isinstance(uuids, (list, tuple)) or not all(isinstance(u, str) for u in uuids):
+        return None
     try:
-        layout = NodeGpus(**fields)
+        layout = NodeGpus(**{**fields, "uuids": tuple(uuids)})
     except TypeError:
+        return None
+    if layout.uuids and len(layout.uuids) != layout.count:
         return None
     counts = (layout.count, layout.memory_mib, layout.share_slots)
     if (not isinstance(layout.product, str) or not isinstance(layout.problem, str)

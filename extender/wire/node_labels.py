@@ -8,6 +8,10 @@ the replicas under time-slicing) or Volcano's ``volcano.sh/gpu-number`` and
 product. Labels that are missing or not believable give a layout with
 `problem` set, which the filter turns into a readable, unresolvable verdict.
 
+Under HAMi (`EXTENDER_NODE_AGENT=hami`) the devices come from its device plugin's register
+annotation instead (`gpus_from_hami`): the healthy devices, their UUIDs by index, the
+least memory among them, the labels' product where GFD runs.
+
 Bounds come before conversions: a label value is at most `MAX_LABEL_CHARS` (Kubernetes'
 limit), a number at most `MAX_DIGITS` digits; values are shown cut short in problems.
 """
@@ -19,6 +23,7 @@ from functools import lru_cache
 from typing import Any
 
 from estimator.catalogue import gpu_for_product
+from extender.wire import hami
 from extender.model import (
     LABEL_COUNT, LABEL_MEMORY, LABEL_PRODUCT, LABEL_REPLICAS, RESOURCE_GPU,
     RESOURCE_VOLCANO_MEMORY, RESOURCE_VOLCANO_NUMBER, NodeGpus,
@@ -104,3 +109,25 @@ def _layout(product: Any, replicas_label: Any, count_label: Any, memory_label: A
 
 def _bad(product: str, problem: str) -> NodeGpus:
     return NodeGpus(product, None, 0, 0, problem=f"unusable GPU labels: {problem}")
+
+
+def gpus_from_hami(labels: Mapping[str, Any], annotations: Mapping[str, Any],
+                   allocatable: Mapping[str, Any]) -> NodeGpus:
+    """The node's GPUs as HAMi's device plugin registered them (module docstring): devices
+    it cannot believe, unhealthy ones, and all of them once it withdrew them or stopped
+    advertising ``nvidia.com/gpu`` are left out."""
+    labelled = gpus_from_node(labels, allocatable)
+    devices, refused = hami.decode_register(annotations.get(hami.REGISTER))
+    healthy = [d for d in devices if d.healthy]
+    product = labelled.product or (hami.product_of(healthy[0].type) if healthy else "")
+    gpu = gpu_for_product(product) if product else None
+    if hami.withdrawn(annotations.get(hami.HANDSHAKE)) or not _int(allocatable.get(RESOURCE_GPU)):
+        return NodeGpus(product, None, 0, 0, problem="HAMi's device plugin is not serving "
+                        "this node's GPUs (handshake withdrawn, or no nvidia.com/gpu)")
+    if not healthy:
+        why = "; ".join(refused) or "no healthy device"
+        return NodeGpus(product, None, 0, 0, problem=f"no usable device in {hami.REGISTER}: "
+                        f"{why}")
+    return NodeGpus(product, labelled.gpu_type or (gpu.name if gpu else None), len(healthy),
+                    min(d.memory_mib for d in healthy), min(d.slots for d in healthy),
+                    uuids=tuple(d.uuid for d in healthy))

@@ -245,6 +245,18 @@ def gpus_requested(spec: Any) -> int:
     return max([sum(count(spec.get("containers"))), *count(spec.get("initContainers"))])
 
 
+def container_gpus(spec: Any) -> tuple[int, ...]:
+    """Each of ``spec.containers``' ``nvidia.com/gpu``, in order (a node agent hands each
+    container its own devices); () when the spec lists none readable."""
+    containers = spec.get("containers") if isinstance(spec, dict) else None
+    if not isinstance(containers, list):
+        return ()
+    try:
+        return tuple(_container_gpus(c) for c in containers)
+    except ValueError:
+        return ()
+
+
 def _container_gpus(container: Any) -> int:
     resources = container.get("resources") if isinstance(container, dict) else None
     if not isinstance(resources, dict):

@@ -1,0 +1,145 @@
+"""Under HAMi (EXTENDER_NODE_AGENT=hami), through the HTTP verbs with a real Redis: the node
+watcher's layouts come from HAMi's device register, bind hands the reserved GPUs to the pod
+in HAMi's annotations (decoded here as its device plugin reads them), and the monitor
+releases a reservation whose hand-over failed or went unanswered."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import orjson
+import pytest
+
+from extender.cluster import node_watch
+from extender.cluster.monitor import Monitor
+from extender.model import GPU, RESERVED_MIB
+from extender.settings import Settings
+from extender.wire import hami
+from tests.builders import bind_args, filter_args, make_node, make_pod
+
+OURS = "schedtune-scheduler"
+UUIDS = [f"GPU-5c0ffee0-0000-4000-8000-00000000000{i}" for i in range(4)]
+
+
+def _hami_node(name: str, devices: int = 4, healthy: int | None = None) -> dict:
+    """A node HAMi's device plugin registered (its JSON register, v2.10.0's form)."""
+    node = make_node(name, "NVIDIA-A10", count=devices, memory_mib=23028,
+                     allocatable={"nvidia.com/gpu": str(devices * 10), "cpu": "32"})
+    register = [{"id": UUIDS[i], "index": i, "count": 10, "devmem": 23028, "devcore": 100,
+                 "type": "NVIDIA-NVIDIA A10", "numa": 0, "mode": "hami-core",
+                 "health": healthy is None or i < healthy} for i in range(devices)]
+    node["metadata"]["annotations"] = {hami.REGISTER: orjson.dumps(register).decode()}
+    return node
+
+
+def _decode(value: str) -> list[list[tuple[str, int]]]:
+    """What HAMi's device plugin reads from devices-to-allocate: per container, its
+    devices as (UUID, MiB); written here from the documented format, not our encoder."""
+    containers = value.split(";")
+    assert containers[-1] == ""  # every container's list ends with ";"
+    out = []
+    for container in containers[:-1]:
+        devices = [d for d in container.split(":") if d]
+        assert container == "" or container.endswith(":")
+        out.append([(d.split(",")[0], int(d.split(",")[2])) for d in devices
+                    if d.split(",")[1] == "NVIDIA"])
+    return out
+
+
+@pytest.fixture
+def hami_client(client_with, store):
+    def make(*nodes: dict):
+        for node in nodes:
+            node_watch.apply_event(store, "ADDED", node, agent="hami")
+        return client_with(node_agent="hami")
+    return make
+
+
+def _reserved(store, pod: dict) -> int:
+    """The MiB the reservation holds on each GPU, as a whole MiB limit (rounded up)."""
+    return math.ceil(store.job(pod["metadata"]["uid"]).reserved_mib)
+
+
+def _place(client, binder, pod: dict, node: str) -> dict[str, str]:
+    out = client.post("/filter", json=filter_args(pod, [{"metadata": {"name": node}}],
+                                                  names_only=True)).get_json()
+    assert [n for n in out["NodeNames"]] == [node], out
+    assert client.post("/bind", json=bind_args(pod, node)).get_json() == {"Error": ""}
+    return binder.calls[-1][4]
+
+
+def test_a_pods_annotations_decode_to_the_reserved_gpus_uuid_and_mib(hami_client, binder,
+                                                                    store):
+    client = hami_client(_hami_node("a10"))
+    pod = make_pod("train", model="resnet50", batch=32)
+    notes = _place(client, binder, pod, "a10")
+    [[(uuid, mib)]] = _decode(notes[hami.TO_ALLOCATE])
+    assert uuid == UUIDS[int(notes[GPU])]
+    assert mib == _reserved(store, pod) and abs(mib - float(notes[RESERVED_MIB])) <= 1
+    assert notes[hami.ALLOCATED] == notes[hami.TO_ALLOCATE]
+    assert notes[hami.ASSIGNED_NODE] == "a10" and notes[hami.BIND_PHASE] == "allocating"
+    assert notes[hami.BIND_TIME] == notes[hami.ASSIGNED_TIME]
+
+
+def test_two_pods_on_one_gpu_get_its_uuid_and_each_its_own_limit(hami_client, binder, store):
+    client = hami_client(_hami_node("one", devices=1))
+    pods = make_pod("small", model="resnet18", batch=16), make_pod("large", model="resnet50",
+                                                                     batch=64)
+    [[(uuid_small, mib_small)]], [[(uuid_large, mib_large)]] = (
+        _decode(_place(client, binder, pod, "one")[hami.TO_ALLOCATE]) for pod in pods)
+    assert uuid_small == uuid_large == UUIDS[0]
+    assert (mib_small, mib_large) == tuple(_reserved(store, pod) for pod in pods)
+    assert mib_small < mib_large
+
+
+def test_a_four_gpu_pod_lists_its_four_devices(hami_client, binder):
+    client = hami_client(_hami_node("four"))
+    notes = _place(client, binder, make_pod("ddp", model="resnet50", batch=128, gpus=4),
+                   "four")
+    [devices] = _decode(notes[hami.TO_ALLOCATE])
+    assert sorted(uuid for uuid, _ in devices) == sorted(UUIDS)
+    assert notes[GPU] == "0,1,2,3"
+
+
+def test_unhealthy_devices_are_never_handed_out(hami_client, binder, store):
+    client = hami_client(_hami_node("sick", devices=4, healthy=1))
+    assert store.node_layouts()["sick"].uuids == (UUIDS[0],)
+    pod = make_pod("train", model="resnet50", batch=32)
+    notes = _place(client, binder, pod, "sick")
+    assert _decode(notes[hami.TO_ALLOCATE]) == [[(UUIDS[0], _reserved(store, pod))]]
+
+
+def test_a_node_hami_never_registered_is_refused_with_the_reason(hami_client, binder):
+    plain = make_node("plain", "NVIDIA-A10", count=1, memory_mib=23028)
+    client = hami_client(plain)
+    out = client.post("/filter", json=filter_args(make_pod("p"), [{"metadata": {"name":
+                                                                                "plain"}}],
+                                                  names_only=True)).get_json()
+    assert out["NodeNames"] == [] and "hami.io/node-nvidia-register" in str(
+        out["FailedAndUnresolvableNodes"] or out["FailedNodes"])
+
+
+@pytest.mark.parametrize(("answer", "after_s", "released"), [
+    ("failed", 1, True), ("allocating", 301, True), ("allocating", 100, False),
+    ("success", 10_000, False)])
+def test_the_monitor_follows_the_device_plugins_answer(hami_client, binder, store, clock,
+                                                       estimator, answer, after_s, released):
+    client = hami_client(_hami_node("a10"))
+    pod = make_pod("train", model="resnet50", batch=32)
+    notes = _place(client, binder, pod, "a10")
+    warned, unlocked = [], []
+    monitor = Monitor(store, estimator, clock=clock, settings=Settings(scheduler_name=OURS),
+                      warn=lambda facts, reason, message: warned.append(reason),
+                      unlock=lambda *where: unlocked.append(where))
+    seen = copy.deepcopy(pod)
+    seen["metadata"]["annotations"].update({**notes, hami.BIND_PHASE: answer})
+    seen["spec"].update(nodeName="a10", schedulerName=OURS)
+    seen["status"] = {"phase": "Pending"}
+    clock.now += after_s
+    monitor.on_event("MODIFIED", seen)
+    assert (store.job(pod["metadata"]["uid"]) is None) == released
+    assert warned == (["SchedTuneAllocationFailed"] if released else [])
+    assert unlocked == ([("a10", "default", "train")] if released else [])
+    monitor.on_event("MODIFIED", seen)  # seen again: never adopted again
+    assert (store.job(pod["metadata"]["uid"]) is None) == released
