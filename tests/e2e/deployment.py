@@ -53,13 +53,23 @@ def kubectl(binaries: Path, *args: str, kubeconfig: Path | None = None,
                           timeout=120)
 
 
-def rendered_manifests(binaries: Path, workdir: Path) -> tuple[Path, list[dict[str, Any]]]:
-    """A copy of k8s/ with `make-secrets.sh`'s files in it, and its kustomize output."""
+def rendered_manifests(binaries: Path, workdir: Path,
+                       component: str | None = None) -> tuple[Path, list[dict[str, Any]]]:
+    """A copy of k8s/ with `make-secrets.sh`'s files in it (made once per `workdir`), and
+    the kustomize output of it, or with `component` (k8s/<component>, a kustomize
+    Component) composed over it as its comment says a user does."""
     copy = workdir / "k8s"
-    shutil.copytree(ROOT / "k8s", copy, ignore=shutil.ignore_patterns("secrets"))
-    subprocess.run(["bash", str(copy / "make-secrets.sh"), str(copy / "secrets")], check=True,
-                   capture_output=True, timeout=60)
-    output = kubectl(binaries, "kustomize", str(copy)).stdout
+    if not copy.is_dir():
+        shutil.copytree(ROOT / "k8s", copy, ignore=shutil.ignore_patterns("secrets"))
+        subprocess.run(["bash", str(copy / "make-secrets.sh"), str(copy / "secrets")],
+                       check=True, capture_output=True, timeout=60)
+    target = copy
+    if component is not None:
+        target = workdir / f"with-{component}"
+        target.mkdir(exist_ok=True)
+        (target / "kustomization.yaml").write_text(yaml.safe_dump(
+            {"resources": ["../k8s"], "components": [f"../k8s/{component}"]}))
+    output = kubectl(binaries, "kustomize", str(target)).stdout
     return copy, [doc for doc in yaml.safe_load_all(output) if doc]
 
 
@@ -101,9 +111,9 @@ class Manifests:
     """`kubectl kustomize k8s/` (after `make-secrets.sh`): its objects, their Secrets' and
     ConfigMaps' contents, and each workload made local under `workdir`."""
 
-    def __init__(self, binaries: Path, workdir: Path) -> None:
+    def __init__(self, binaries: Path, workdir: Path, component: str | None = None) -> None:
         self.binaries, self.workdir = binaries, workdir
-        self.k8s_dir, self.objects = rendered_manifests(binaries, workdir)
+        self.k8s_dir, self.objects = rendered_manifests(binaries, workdir, component)
         self.secrets = {o["metadata"]["name"]: {k: base64.b64decode(v) for k, v in
                                                 (o.get("data") or {}).items()}
                         for o in self.objects if o["kind"] == "Secret"}
@@ -285,6 +295,18 @@ class Deployment:
     def apply_rbac(self, admin: client.ApiClient) -> None:
         """The namespace, service accounts and roles, applied for real (RBAC is on)."""
         server_side_apply(admin, [o for o in self.manifests.objects if o["kind"] in RBAC_KINDS])
+
+    def use(self, manifests: Manifests, admin: client.ApiClient) -> None:
+        """Run the project's processes as `manifests` (the same secrets) deploy them: their
+        roles applied, the extender, node watcher and monitor restarted."""
+        self.manifests, self.secrets, self.workload = manifests, manifests.secrets, \
+            manifests.workload
+        self.apply_rbac(admin)
+        for name in ("schedtune-serve", "schedtune-node-watch", "schedtune-monitor"):
+            self.supervisor.stop(name)
+        self.start_extender()
+        self.start_node_watch()
+        self.start_monitor()
 
     def start(self) -> None:
         self.start_redis()

@@ -68,8 +68,8 @@ class Supervisor:
     def start(self, name: str, command: Sequence[str], env: dict[str, str] | None = None,
               ready: Callable[[], bool] | None = None, timeout_s: float = 60.0,
               cwd: Path | None = None) -> Process:
-        proc = self.processes.get(name) or Process(name, list(command), dict(env or os.environ),
-                                                   self.log_dir / f"{name}.log")
+        proc = self.processes.get(name) or Process(name, [], {}, self.log_dir / f"{name}.log")
+        proc.command, proc.env = list(command), dict(env or os.environ)
         self.processes[name] = proc
         proc.lives += 1
         with proc.log.open("ab") as out:

@@ -13,6 +13,7 @@ import pytest
 from tests.e2e.apply import server_side_apply
 from tests.e2e.cluster import wait_for
 from tests.e2e.control_plane import https_get
+from tests.e2e.deployment import Manifests
 from tests.e2e.pki import ControlPlanePki, identities
 
 
@@ -56,8 +57,10 @@ def test_annotated_pods_wait_while_the_extender_is_down_and_are_placed_once_it_i
     assert {j.pod for j in cluster.reservations()} >= {p["metadata"]["name"] for p in pods}
 
 
-def test_every_object_of_the_kustomization_is_accepted_by_the_api_server(cluster):
-    objects = cluster.deployment.manifests.objects
+@pytest.mark.parametrize("component", [None, "hami"])
+def test_every_object_of_the_kustomization_is_accepted_by_the_api_server(cluster, component):
+    base = cluster.deployment.manifests
+    objects = Manifests(base.binaries, base.workdir, component).objects
     kinds = {o["kind"] for o in objects}
     assert {"Deployment", "StatefulSet", "Service", "Secret", "ConfigMap", "ClusterRole",
             "NetworkPolicy"} <= kinds, kinds

@@ -17,6 +17,7 @@ from extender.model import GPU, RESERVED_MIB
 from extender.settings import Settings
 from extender.wire import hami
 from tests.builders import bind_args, filter_args, make_node, make_pod
+from tests.hami_device_plugin import decode_devices
 
 OURS = "schedtune-scheduler"
 UUIDS = [f"GPU-5c0ffee0-0000-4000-8000-00000000000{i}" for i in range(4)]
@@ -31,20 +32,6 @@ def _hami_node(name: str, devices: int = 4, healthy: int | None = None) -> dict:
                  "health": healthy is None or i < healthy} for i in range(devices)]
     node["metadata"]["annotations"] = {hami.REGISTER: orjson.dumps(register).decode()}
     return node
-
-
-def _decode(value: str) -> list[list[tuple[str, int]]]:
-    """What HAMi's device plugin reads from devices-to-allocate: per container, its
-    devices as (UUID, MiB); written here from the documented format, not our encoder."""
-    containers = value.split(";")
-    assert containers[-1] == ""  # every container's list ends with ";"
-    out = []
-    for container in containers[:-1]:
-        devices = [d for d in container.split(":") if d]
-        assert container == "" or container.endswith(":")
-        out.append([(d.split(",")[0], int(d.split(",")[2])) for d in devices
-                    if d.split(",")[1] == "NVIDIA"])
-    return out
 
 
 @pytest.fixture
@@ -74,7 +61,7 @@ def test_a_pods_annotations_decode_to_the_reserved_gpus_uuid_and_mib(hami_client
     client = hami_client(_hami_node("a10"))
     pod = make_pod("train", model="resnet50", batch=32)
     notes = _place(client, binder, pod, "a10")
-    [[(uuid, mib)]] = _decode(notes[hami.TO_ALLOCATE])
+    [[(uuid, mib)]] = decode_devices(notes[hami.TO_ALLOCATE])
     assert uuid == UUIDS[int(notes[GPU])]
     assert mib == _reserved(store, pod) and abs(mib - float(notes[RESERVED_MIB])) <= 1
     assert notes[hami.ALLOCATED] == notes[hami.TO_ALLOCATE]
@@ -87,7 +74,7 @@ def test_two_pods_on_one_gpu_get_its_uuid_and_each_its_own_limit(hami_client, bi
     pods = make_pod("small", model="resnet18", batch=16), make_pod("large", model="resnet50",
                                                                      batch=64)
     [[(uuid_small, mib_small)]], [[(uuid_large, mib_large)]] = (
-        _decode(_place(client, binder, pod, "one")[hami.TO_ALLOCATE]) for pod in pods)
+        decode_devices(_place(client, binder, pod, "one")[hami.TO_ALLOCATE]) for pod in pods)
     assert uuid_small == uuid_large == UUIDS[0]
     assert (mib_small, mib_large) == tuple(_reserved(store, pod) for pod in pods)
     assert mib_small < mib_large
@@ -97,7 +84,7 @@ def test_a_four_gpu_pod_lists_its_four_devices(hami_client, binder):
     client = hami_client(_hami_node("four"))
     notes = _place(client, binder, make_pod("ddp", model="resnet50", batch=128, gpus=4),
                    "four")
-    [devices] = _decode(notes[hami.TO_ALLOCATE])
+    [devices] = decode_devices(notes[hami.TO_ALLOCATE])
     assert sorted(uuid for uuid, _ in devices) == sorted(UUIDS)
     assert notes[GPU] == "0,1,2,3"
 
@@ -107,7 +94,7 @@ def test_unhealthy_devices_are_never_handed_out(hami_client, binder, store):
     assert store.node_layouts()["sick"].uuids == (UUIDS[0],)
     pod = make_pod("train", model="resnet50", batch=32)
     notes = _place(client, binder, pod, "sick")
-    assert _decode(notes[hami.TO_ALLOCATE]) == [[(UUIDS[0], _reserved(store, pod))]]
+    assert decode_devices(notes[hami.TO_ALLOCATE]) == [[(UUIDS[0], _reserved(store, pod))]]
 
 
 def test_a_node_hami_never_registered_is_refused_with_the_reason(hami_client, binder):
