@@ -229,7 +229,8 @@ class Scheduler:
         self._set_cycle(None)  # queues change here: the next prioritize reads them again
         now = self.clock()
         snapshot = self.store.snapshot({node: filtered.layouts.get(node)}, now,
-                                       vet=binding.trusted_layout, waiters=NO_WAITERS)
+                                       vet=binding.trusted_layout, waiters=NO_WAITERS,
+                                       floors_of=filtered.demand)
         state = snapshot.nodes[node]
         if state.gpus is None or not state.gpus.count:
             # No layout to plan with (the record keeps passing nodes only, and a Volcano
@@ -295,7 +296,8 @@ class Scheduler:
         try:
             snapshot = self.store.snapshot(nodes, self.clock(), sync=sync, waiters=waiters,
                                            record=record,
-                                           record_ttl_s=self.settings.demand_ttl_s)
+                                           record_ttl_s=self.settings.demand_ttl_s,
+                                           floors_of=demand)
             layouts = distinct_layouts(snapshot.nodes)
             needs = self._needs(demand, layouts, snapshot.floors)
             check_fits_somewhere(demand, needs, layouts)

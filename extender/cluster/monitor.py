@@ -337,7 +337,8 @@ class Monitor:
         demand = self._demand(facts)
         base = None if demand is None else self._base(facts, demand)
         now = self.clock()
-        snapshot = self.store.snapshot({facts.node: None}, now, waiters=NO_WAITERS)
+        snapshot = self.store.snapshot({facts.node: None}, now, waiters=NO_WAITERS,
+                                       floors_of=demand)
         node = snapshot.nodes[facts.node]
         if base is None or node.gpus is None or not node.gpu_states:
             if base is not None:

@@ -135,9 +135,10 @@ CHANGES = """
 -- (-1: every one), until when they must be live, how many of the shortest. Waiters: that
 -- pod's own entry, then the oldest live ones in order until `want` of them live until
 -- then, then the shortest likewise (an entry may come twice); the waiting orders are
--- walked, never the whole hash. KEYS[2], when given: a filter record written first
--- (ARGV[7] its payload, ARGV[8] its TTL in seconds), in the read's round trip.
-if KEYS[2] then redis.call('SET', KEYS[2], ARGV[7], 'EX', ARGV[8]) end
+-- walked, never the whole hash. ARGV[7]: the floors hash of the job being priced ('' :
+-- none), read whole (a few fields). KEYS[2], when given: a filter record written first
+-- (ARGV[8] its payload, ARGV[9] its TTL in seconds), in the read's round trip.
+if KEYS[2] then redis.call('SET', KEYS[2], ARGV[8], 'EX', ARGV[9]) end
 local since, now, want = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
 local live_until = tonumber(ARGV[5])
 local waiting
@@ -171,7 +172,8 @@ else
 end
 local out = {redis.call('GET', 'st:epoch') or '', redis.call('GET', 'st:rev') or '0',
              redis.call('GET', KEYS[1]) or '0', waiting,
-             redis.call('HGETALL', 'st:floors'), redis.call('HGETALL', 'st:interference')}
+             ARGV[7] ~= '' and redis.call('HGETALL', ARGV[7]) or {},
+             redis.call('HGETALL', 'st:interference')}
 for _, queue in ipairs(redis.call('ZRANGEBYSCORE', 'st:changed', '(' .. since, '+inf')) do
   local rows = {}
   for _, uid in ipairs(redis.call('ZRANGE', queue, 0, -1)) do
@@ -343,15 +345,16 @@ return 1
 """
 
 RAISE_FLOOR = """
--- After a GPU OOM kill of a job type (ARGV[1]) in a namespace (ARGV[2]): KEYS[1] the
--- floors hash (fields: '<namespace>|<job type>' for that namespace's pods, '<job type>'
--- for everyone's), KEYS[2] that job type's kill tally (field: namespace -> 'raises,since,
--- last kill'). The namespace's floor rises to ARGV[3] capped at ARGV[4] (the largest GPU
--- of the type), at most ARGV[7] times per window of ARGV[6] s (ARGV[5]: now). Everyone's
--- floor rises only to the second highest namespace floor among the namespaces with a kill
--- in the window: one namespace alone never raises it. A floor only rises.
+-- After a GPU OOM kill of a job (model|task|batch) on a GPU type (ARGV[1]) in a namespace
+-- (ARGV[2]): KEYS[1] the job's floors hash (fields '<namespace>|<GPU type>' for that
+-- namespace's pods, '<GPU type>' for everyone's), KEYS[2] the kill tally of the job on
+-- that GPU type (namespace -> 'raises,since,last kill'), KEYS[3] the set of jobs with
+-- floors. The namespace's floor rises to ARGV[3] capped at ARGV[4] (the largest GPU of
+-- the type), at most ARGV[7] times per window of ARGV[6] s (ARGV[5]: now). Everyone's
+-- floor rises only to the second highest namespace floor among the namespaces with a
+-- kill in the window: one namespace alone never raises it. A floor only rises.
 -- Returns {namespace floor, everyone's floor, 1 if this kill raised within its budget}.
-local kind, ns = ARGV[1], ARGV[2]
+local gpu, ns = ARGV[1], ARGV[2]
 local wanted = math.min(tonumber(ARGV[3]), tonumber(ARGV[4]))
 local now, window, most = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local function floor_of(field)
@@ -365,13 +368,14 @@ if tally then
   local r, s = string.match(tally, '^(%d+),([%d%.]+),')
   if r and now - tonumber(s) < window then raises, since = tonumber(r), tonumber(s) end
 end
-local own_field = ns .. '|' .. kind
+local own_field = ns .. '|' .. gpu
 local own, counted = floor_of(own_field), 0
 if raises < most then
   raises, counted = raises + 1, 1
   if wanted > own then
     own = wanted
     redis.call('HSET', KEYS[1], own_field, tostring(own))
+    redis.call('SADD', KEYS[3], KEYS[1])
   end
 end
 redis.call('HSET', KEYS[2], ns, raises .. ',' .. since .. ',' .. now)
@@ -380,13 +384,13 @@ local seen = {}
 local tallies = redis.call('HGETALL', KEYS[2])
 for i = 1, #tallies, 2 do
   local last = tonumber(string.match(tallies[i + 1], ',([%d%.]+)$'))
-  if last and now - last < window then seen[#seen + 1] = floor_of(tallies[i] .. '|' .. kind) end
+  if last and now - last < window then seen[#seen + 1] = floor_of(tallies[i] .. '|' .. gpu) end
 end
 table.sort(seen, function(a, b) return a > b end)
-local everyone = floor_of(kind)
+local everyone = floor_of(gpu)
 if #seen >= 2 and seen[2] > everyone then
   everyone = seen[2]
-  redis.call('HSET', KEYS[1], kind, tostring(everyone))
+  redis.call('HSET', KEYS[1], gpu, tostring(everyone))
 end
 return {tostring(own), tostring(everyone), counted}
 """

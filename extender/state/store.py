@@ -44,12 +44,15 @@ Key layout (human readable; every key is built by the helpers below):
     st:told:{once key}      string  a decision already told (expires after
                                     `decision_repeat_s`: a waiting pod is told once)
                                     (consumer group `event-posters`: the monitors)
-    st:floors               hash    {namespace}|{job type} (model|task|batch|GPU type) -> the
-                                    least MiB that namespace's pods of the type reserve
-                                    after a GPU OOM kill of it; {job type} -> the same for
-                                    everyone, once two namespaces saw kills (only raised)
+    st:floor:{job}          hash    a job's (model|task|batch) GPU OOM floors: {namespace}|
+                                    {GPU type} -> the least MiB that namespace's pods of it
+                                    reserve on the type after a kill; {GPU type} -> the same
+                                    for everyone, once two namespaces saw kills (only
+                                    raised; a filter reads only its pod's job's hash)
+    st:floor-jobs           set     the st:floor:{job} keys that hold floors
     st:floor-kills:{type}   hash    namespace -> raises,window start,last kill: the GPU OOM
-                                    kills of a job type (expires a window after the last)
+                                    kills of a job type (model|task|batch|GPU type; expires
+                                    a window after the last)
     st:interference         hash    GPU type -> the collocation slowdown alpha the monitor
                                     learned from observed runs, and GPU type|runs -> how
                                     many runs it rests on (`extender.core.interference`;
@@ -93,7 +96,7 @@ from extender.model import (
 )  # fmt: skip
 from extender.state import lua
 from extender.state.records import (
-    alphas_from_pairs, floors_from_pairs, gpu_list, job_from_mapping, job_from_pairs,
+    alphas_from_pairs, as_mapping, floors_from_pairs, gpu_list, job_from_mapping, job_from_pairs,
     layout_from_json, layout_from_row, live_waiters, queued_jobs, reading,
 )
 from extender.state.queue_mirror import QueueMirror
@@ -113,7 +116,7 @@ OBSERVATIONS_MAXLEN = 100_000
 DECISIONS_KEY = "st:decisions"
 POSTERS_GROUP = "event-posters"  # the monitors' consumer group on the decision log
 DECISIONS_MAXLEN = 2_000
-FLOORS_KEY = "st:floors"
+FLOOR_JOBS_KEY = "st:floor-jobs"
 INTERFERENCE_KEY = "st:interference"  # GPU type -> learned alpha (the monitor's fit)
 OWNER_RUNS_KEY = "st:owner-runs"
 MODELS_KEY = "st:models"
@@ -173,6 +176,21 @@ def floor_kills_key(job_type: str) -> str:
     return f"st:floor-kills:{job_type}"
 
 
+def floors_key(model: str, task: str, batch: int) -> str:
+    """The floors hash of one job (`FLOORS`: fields per GPU type and namespace)."""
+    return f"st:floor:{model}|{task}|{batch}"
+
+
+def _flat_floors(key: str, pairs: list[str] | dict[str, str]) -> dict[str, float]:
+    """A job's floors hash as `job_type` keys (namespace floors prefixed with it)."""
+    job = key.removeprefix("st:floor:")
+    flat = {}
+    for field, mib in as_mapping(pairs).items():
+        namespace, _, gpu = field.rpartition("|")
+        flat[f"{namespace}|{job}|{gpu}" if namespace else f"{job}|{gpu}"] = mib
+    return floors_from_pairs(flat)
+
+
 @dataclass(frozen=True)
 class FloorRaise:
     """A GPU OOM kill's effect: the floors now in force for the killed pod's namespace and
@@ -206,7 +224,7 @@ class RedisStore:
         self._sync_redis: tuple[int, redis.Redis | None] = (0, None)  # (its process, client)
         # the last sync's reads, and which waiters it read (`WaitersRead`)
         self._synced: tuple[str, list[str], list[str], list[str]] | None = None
-        self._synced_waiters: WaitersRead | None = None
+        self._synced_waiters: tuple[WaitersRead, str] | None = None  # and the floors' job
 
     @classmethod
     def from_url(cls, url: str, timeout_s: float = 1.0) -> RedisStore:
@@ -223,7 +241,8 @@ class RedisStore:
     def snapshot(self, nodes: Mapping[str, NodeGpus | None], now: float,
                  vet: LayoutRule | None = None, sync: bool = True,
                  waiters: WaitersRead = EVERY_WAITER,
-                 record: FilterRecord | None = None, record_ttl_s: int = 0) -> ClusterSnapshot:
+                 record: FilterRecord | None = None, record_ttl_s: int = 0,
+                 floors_of: PodDemand | None = None) -> ClusterSnapshot:
         """A frozen read of the named nodes' queues and of the waiters (one round trip while
         node layouts are unchanged). A layout of None is read from the node watcher's hash.
 
@@ -235,12 +254,15 @@ class RedisStore:
         round trip (prioritize of the pod that snapshot was read for).
         `record`, when given, is written as `record_filter(record, record_ttl_s)` writes it,
         in the same round trip as the read (a record that does not depend on the decision:
-        names mode, before any hold or wait is known); it forces a sync."""
+        names mode, before any hold or wait is known); it forces a sync.
+        `floors_of`: the job whose GPU OOM floors to read with it (None: none)."""
+        floor_key = floors_key(floors_of.model, floors_of.task, floors_of.batch) \
+            if floors_of is not None and floors_of.model else ""
         with self._mirror_lock:
             if sync or record is not None or self._synced is None \
-                    or self._synced_waiters != waiters:
-                self._synced = self._sync_mirror(now, waiters, record, record_ttl_s)
-                self._synced_waiters = waiters
+                    or self._synced_waiters != (waiters, floor_key):
+                self._synced = self._sync_mirror(now, waiters, record, record_ttl_s, floor_key)
+                self._synced_waiters = (waiters, floor_key)
             nodes_rev, waiting, floors, alphas = self._synced
             watched = self._layouts(nodes_rev)  # re-read only when the watcher changed one
             mirror = self._mirror
@@ -256,11 +278,12 @@ class RedisStore:
                 states = {name: mirror.node_state(name, layout, now)
                           for name, layout in layouts.items()}  # fmt: skip
         return ClusterSnapshot(now=now, nodes=states, waiting=live_waiters(waiting, now),
-                               floors=floors_from_pairs(floors),
+                               floors=_flat_floors(floor_key, floors) if floor_key else {},
                                alphas=alphas_from_pairs(alphas))
 
     def _sync_mirror(self, now: float, waiters: WaitersRead, record: FilterRecord | None = None,
-                     record_ttl_s: int = 0) -> tuple[str, list[str], list[str], list[str]]:
+                     record_ttl_s: int = 0,
+                     floor_key: str = "") -> tuple[str, list[str], list[str], list[str]]:
         """Bring the mirror up to date: one script call returning only what changed (with
         `record` written in the same round trip when given).
 
@@ -268,7 +291,7 @@ class RedisStore:
         read in the same call."""
         mirror = self._mirror
         read = [now, waiters.pod_uid, -1 if waiters.oldest is None else waiters.oldest,
-                now + waiters.live_for_s, waiters.shortest]
+                now + waiters.live_for_s, waiters.shortest, floor_key]
         keys, args = [NODES_REV_KEY], [mirror.rev, *read]
         if record is not None:
             keys.append(demand_key(record.demand.uid))
@@ -316,9 +339,11 @@ class RedisStore:
         type reserve at least `mib` (capped at `cap_mib`) from now on, at most `max_raises`
         times per `window_s`; everyone's floor rises only on kills from two namespaces
         (lua.RAISE_FLOOR). A floor only rises."""
+        model, task, batch, gpu = job_type.split("|")
         own, everyone, counted = self._call(
-            self._raise_floor, keys=[FLOORS_KEY, floor_kills_key(job_type)],
-            args=[job_type, namespace, mib, cap_mib, now, window_s, max_raises])
+            self._raise_floor, keys=[floors_key(model, task, int(batch)),
+                                     floor_kills_key(job_type), FLOOR_JOBS_KEY],
+            args=[gpu, namespace, mib, cap_mib, now, window_s, max_raises])
         return FloorRaise(float(own), float(everyone), bool(int(counted)))
 
     def grow_beside(self, killed: JobRecord, capacity_mib: float, now: float) -> dict[str, float]:
@@ -375,7 +400,16 @@ class RedisStore:
         return total / count if count >= 1 and total > 0 else None
 
     def floors(self) -> dict[str, float]:
-        return floors_from_pairs(self._call(self._redis.hgetall, FLOORS_KEY))
+        """Every GPU OOM floor, as `job_type` keys (namespace floors prefixed with it): for
+        the status page and `schedtune queues`, never on a request's path."""
+        keys = sorted(self._call(self._redis.smembers, FLOOR_JOBS_KEY))
+        pipe = self._redis.pipeline(transaction=False)
+        for key in keys:
+            pipe.hgetall(key)
+        flat: dict[str, float] = {}
+        for key, pairs in zip(keys, self._call(pipe.execute) if keys else (), strict=True):
+            flat.update(_flat_floors(key, pairs))
+        return flat
 
     def reserve(self, record: JobRecord, candidates: Iterable[tuple[int, float, int]],
                 now: float, ttl_s: float, source: str = KUBE_BIND, gpus: int = 1) -> Reservation:

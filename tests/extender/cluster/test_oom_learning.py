@@ -12,7 +12,7 @@ import pytest
 
 from extender.cluster.monitor import Monitor
 from extender.core.oom import next_floor
-from extender.model import RESERVED_MIB, JobRecord, NodeGpus, job_type
+from extender.model import RESERVED_MIB, JobRecord, NodeGpus, PodDemand, job_type
 from extender.settings import Settings
 from extender.web.app import create_app
 from tests.builders import bind_args, bound, filter_args, make_node, make_pod
@@ -176,10 +176,15 @@ def _raise(store, namespace: str, mib: float, now: float = 1000.0, cap: float = 
 def test_a_floor_only_rises_and_unreadable_floors_are_ignored(store, redis_client) -> None:
     assert _raise(store, "default", 9000).namespace_mib == 9000
     assert _raise(store, "default", 5000).namespace_mib == 9000
-    redis_client.hset("st:floors", mapping={"a|train|8|T4": "nan", "b|train|8|T4": "-5",
-                                            "c|train|8|T4": "1e300", "d|train|8|T4": "x"})
+    redis_client.hset("st:floor:vgg16|train|32", mapping={
+        "T4": "nan", "default|A10": "-5", "L4": "1e300", "other|L4": "x"})
     assert store.floors() == {IN_DEFAULT: 9000.0}
-    assert store.snapshot({}, 0.0).floors == {IN_DEFAULT: 9000.0}
+    vgg = PodDemand("u", "p", "default", "vgg16", "train", 32, 1)
+    assert store.snapshot({}, 0.0, floors_of=vgg).floors == {IN_DEFAULT: 9000.0}
+    # A filter reads only the floors of the job it prices.
+    other = PodDemand("u", "p", "default", "vgg16", "train", 16, 1)
+    assert store.snapshot({}, 0.0, floors_of=other).floors == {}
+    assert store.snapshot({}, 0.0).floors == {}
 
 
 def test_one_namespace_raises_its_own_floor_a_bounded_number_of_times_never_past_the_gpu(
