@@ -38,6 +38,7 @@ from estimator.predict import Estimator
 from extender.cluster.binders import RECORD_ONLY, BindTarget, PodReader
 from extender.core import binding, decisions, filtering, prioritizing
 from extender.core.annotations import AnnotationError, parse_demand
+from extender.wire import gpushare
 from extender.core.gpu_table import distinct_layouts
 from extender.core.interference import alphas_for
 from extender.core.job import Assessment, NotOurs, PodJob, Refused
@@ -257,6 +258,8 @@ class Scheduler:
         if self.settings.node_agent == "hami" and gpus is not None:
             annotations.update(binding.hami_annotations(reservation, gpus, need, containers,
                                                         now))
+        elif self.settings.node_agent == "volcano" and gpus is not None:
+            annotations.update(gpushare.bind_annotations(reservation.gpus, now))
         if binder is not None:
             try:
                 binder.bind(pod.namespace, pod.name, pod.uid, node, annotations)

@@ -76,6 +76,8 @@ Environment variables (the manifests in k8s/ use exactly these names):
                                    plugin: the node watcher reads its device register, bind
                                    writes its allocation annotations and takes its node
                                    lock, the monitor follows its answer; extender/wire/hami.py)
+                                   or volcano (Volcano's GPU-share device plugin: bind writes
+                                   the GPU indices it reserved; extender/wire/gpushare.py)
     EXTENDER_AGENT_TIMEOUT_S       monitor: how long a node agent may take to answer a
                                    hand-over before the reservation is released (default
                                    300, HAMi's own node lock timeout)
@@ -126,7 +128,7 @@ from extender.model import UNKNOWN_TYPE, Limits
 from extender.policies import DEFAULT_POLICY, POLICIES, ScoringPolicy, make_policy
 
 BIND_MODES = ("api", "record")
-NODE_AGENTS = ("none", "hami")
+NODE_AGENTS = ("none", "hami", "volcano")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL", "FATAL", "NOTSET")
 REDIS_SCHEMES = ("redis", "rediss", "unix")
 MAX_COLLOCATION = 1024  # pods per GPU

@@ -74,7 +74,7 @@ from extender.model import (
 from extender.registry import ModelRegistry
 from extender.settings import Settings
 from extender.sizing import Sizer
-from extender.wire import hami
+from extender.wire import gpushare, hami
 from extender.state.records import MAX_FLOOR_MIB
 from extender.state.store import NO_WAITERS, RedisStore
 
@@ -181,22 +181,27 @@ class Monitor:
             self.store.mark_running(facts.uid, facts.running_since)
 
     def _handover_failed(self, facts: PodFacts) -> bool:
-        """HAMi's device plugin answered ``failed``, or did not answer in time: release the
+        """The node agent's device plugin (HAMi's, or Volcano's GPU-share one) answered
+        ``failed``, or did not answer in time: release the
         reservation and the node lock (when still the pod's), and say why on the pod. The
         pod is bound: its kubelet fails it, and its controller's next pod is placed anew.
         True for such a pod, also once released (it is never adopted again)."""
-        outcome = hami.allocation_outcome(facts.annotations, self.clock(),
-                                          self.settings.agent_timeout_s)
+        if self.settings.node_agent == "none":
+            return False
+        protocol = gpushare if self.settings.node_agent == "volcano" else hami
+        outcome = protocol.allocation_outcome(facts.annotations, self.clock(),
+                                              self.settings.agent_timeout_s)
         if outcome not in ("failed", "unanswered"):
             return False
         if self.store.job(facts.uid) is None:
             return True
         self._finish(facts, f"allocation-{outcome}")
-        if self.unlock is not None:
+        if self.unlock is not None and protocol is hami:
             self.unlock(facts.node, facts.namespace, facts.name)
         said = ("answered failed" if outcome == "failed" else
                 f"did not answer within {self.settings.agent_timeout_s:.0f} s")
-        self._warn(facts, "SchedTuneAllocationFailed", f"HAMi's device plugin on {facts.node} "
+        agent = "Volcano's" if protocol is gpushare else "HAMi's"
+        self._warn(facts, "SchedTuneAllocationFailed", f"{agent} device plugin on {facts.node} "
                    f"{said} handing over the reserved GPUs; the reservation is released")
         return True
 
@@ -478,7 +483,8 @@ def main(argv: list[str] | None = None) -> int:
 
     monitor = Monitor(store, Estimator.load(settings.models_dir, design=settings.estimator_design),
                       warn=warn, settings=settings, requeue=requeue,
-                      unlock=kube.NodeLocks(api).release)
+                      unlock=kube.NodeLocks(api).release if settings.node_agent == "hami"
+                      else None)
     start_http_server(settings.monitor_port)
     stop = threading.Event()
     poster = EventPoster(store, post, settings.event_rate, settings.event_burst)

@@ -1,7 +1,8 @@
 """Under HAMi (EXTENDER_NODE_AGENT=hami), through the HTTP verbs with a real Redis: the node
 watcher's layouts come from HAMi's device register, bind hands the reserved GPUs to the pod
 in HAMi's annotations (decoded here as its device plugin reads them), and the monitor
-releases a reservation whose hand-over failed or went unanswered."""
+releases a reservation whose hand-over failed or went unanswered. Under Volcano's
+GPU-share device plugin (volcano) likewise with its annotations."""
 
 from __future__ import annotations
 
@@ -116,7 +117,8 @@ def test_the_monitor_follows_the_device_plugins_answer(hami_client, binder, stor
     pod = make_pod("train", model="resnet50", batch=32)
     notes = _place(client, binder, pod, "a10")
     warned, unlocked = [], []
-    monitor = Monitor(store, estimator, clock=clock, settings=Settings(scheduler_name=OURS),
+    monitor = Monitor(store, estimator, clock=clock,
+                      settings=Settings(scheduler_name=OURS, node_agent="hami"),
                       warn=lambda facts, reason, message: warned.append(reason),
                       unlock=lambda *where: unlocked.append(where))
     seen = copy.deepcopy(pod)
@@ -129,4 +131,29 @@ def test_the_monitor_follows_the_device_plugins_answer(hami_client, binder, stor
     assert warned == (["SchedTuneAllocationFailed"] if released else [])
     assert unlocked == ([("a10", "default", "train")] if released else [])
     monitor.on_event("MODIFIED", seen)  # seen again: never adopted again
+    assert (store.job(pod["metadata"]["uid"]) is None) == released
+
+
+@pytest.mark.parametrize(("assigned", "after_s", "released"), [
+    ("false", 301, True), ("false", 10, False), ("true", 10_000, False)])
+def test_volcanos_device_plugin_gets_the_reserved_gpu_indices(
+        client_with, binder, store, clock, estimator, assigned, after_s, released):
+    from extender.wire import gpushare
+
+    four = make_node("four", "NVIDIA-A10", count=4, memory_mib=23028, replicas=4)
+    node_watch.apply_event(store, "ADDED", four)
+    client = client_with(node_agent="volcano")
+    pod = make_pod("ddp", model="resnet50", batch=64, gpus=2)
+    notes = _place(client, binder, pod, "four")
+    assert notes[gpushare.GPU_INDEX] == notes[GPU] and len(notes[GPU].split(",")) == 2
+    assert int(notes[gpushare.PREDICATE_TIME]) == int(clock.now * 1e9)
+    assert notes[gpushare.GPU_ASSIGNED] == "false"
+    monitor = Monitor(store, estimator, clock=clock,
+                      settings=Settings(scheduler_name=OURS, node_agent="volcano"))
+    seen = copy.deepcopy(pod)
+    seen["metadata"]["annotations"].update({**notes, gpushare.GPU_ASSIGNED: assigned})
+    seen["spec"].update(nodeName="four", schedulerName=OURS)
+    seen["status"] = {"phase": "Pending"}
+    clock.now += after_s
+    monitor.on_event("MODIFIED", seen)
     assert (store.job(pod["metadata"]["uid"]) is None) == released
