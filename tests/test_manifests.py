@@ -52,9 +52,10 @@ def _pod_specs(doc: dict) -> list[dict]:
 
 @cache
 def _workloads() -> dict[str, dict]:
-    """Every Deployment and StatefulSet that `kubectl apply -k` creates, by name."""
+    """Every Deployment and StatefulSet that `kubectl apply -k k8s/` creates, by name (the
+    files of k8s/ itself: examples/ and the hami/ component's patches are not)."""
     return {d["metadata"]["name"]: d for name, docs in _all_documents().items()
-            if not name.startswith("examples/") for d in docs
+            if "/" not in name for d in docs
             if d.get("kind") in ("Deployment", "StatefulSet")}
 
 
@@ -476,10 +477,12 @@ def test_examples_are_annotated_for_schedtune_scheduler_with_valid_demands() -> 
     sizer = Sizer(Estimator.load())
     h100 = NodeGpus("NVIDIA-H100-80GB-HBM3", "H100-80GB", 8, 81559)
     seen = set()
-    for path in sorted((K8S / "examples").glob("*.yaml")):
+    for path in sorted([*K8S.glob("examples/*.yaml"), *K8S.glob("hami/examples/*.yaml")]):
         (doc,) = _documents(path)
         template = doc["spec"]["template"]
         assert template["spec"]["schedulerName"] == "schedtune-scheduler"
+        for container in template["spec"]["containers"]:  # a GPU OOM's message is readable
+            assert container["terminationMessagePolicy"] == "FallbackToLogsOnError", path
         pod = PodInfo("uid", "pod", "default", template["metadata"]["annotations"],
                       gpus_requested(template["spec"]))
         demand = parse_demand(pod)
