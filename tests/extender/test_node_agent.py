@@ -49,6 +49,16 @@ def _reserved(store, pod: dict) -> int:
     return math.ceil(store.job(pod["metadata"]["uid"]).reserved_mib)
 
 
+def _bound_pending(pod: dict, node: str, annotations: dict[str, str]) -> dict:
+    """The pod as the API reports it once bound, its containers not started yet (the
+    device plugin's Allocate comes first), carrying `annotations`."""
+    seen = copy.deepcopy(pod)
+    seen["metadata"]["annotations"].update(annotations)
+    seen["spec"].update(nodeName=node, schedulerName=OURS)
+    seen["status"] = {"phase": "Pending"}
+    return seen
+
+
 def _place(client, binder, pod: dict, node: str) -> dict[str, str]:
     out = client.post("/filter", json=filter_args(pod, [{"metadata": {"name": node}}],
                                                   names_only=True)).get_json()
@@ -121,10 +131,7 @@ def test_the_monitor_follows_the_device_plugins_answer(hami_client, binder, stor
                       settings=Settings(scheduler_name=OURS, node_agent="hami"),
                       warn=lambda facts, reason, message: warned.append(reason),
                       unlock=lambda *where: unlocked.append(where))
-    seen = copy.deepcopy(pod)
-    seen["metadata"]["annotations"].update({**notes, hami.BIND_PHASE: answer})
-    seen["spec"].update(nodeName="a10", schedulerName=OURS)
-    seen["status"] = {"phase": "Pending"}
+    seen = _bound_pending(pod, "a10", {**notes, hami.BIND_PHASE: answer})
     clock.now += after_s
     monitor.on_event("MODIFIED", seen)
     assert (store.job(pod["metadata"]["uid"]) is None) == released
@@ -150,10 +157,7 @@ def test_volcanos_device_plugin_gets_the_reserved_gpu_indices(
     assert notes[gpushare.GPU_ASSIGNED] == "false"
     monitor = Monitor(store, estimator, clock=clock,
                       settings=Settings(scheduler_name=OURS, node_agent="volcano"))
-    seen = copy.deepcopy(pod)
-    seen["metadata"]["annotations"].update({**notes, gpushare.GPU_ASSIGNED: assigned})
-    seen["spec"].update(nodeName="four", schedulerName=OURS)
-    seen["status"] = {"phase": "Pending"}
     clock.now += after_s
-    monitor.on_event("MODIFIED", seen)
+    monitor.on_event("MODIFIED", _bound_pending(pod, "four",
+                                                {**notes, gpushare.GPU_ASSIGNED: assigned}))
     assert (store.job(pod["metadata"]["uid"]) is None) == released
