@@ -255,18 +255,17 @@ class Scheduler:
                                              plan.need.gpus)
             need, gpus = plan.need, state.gpus
         annotations = binding.pod_annotations(reservation, need, self.settings.signing_key)
-        if self.settings.node_agent == "hami" and gpus is not None:
-            annotations.update(binding.hami_annotations(reservation, gpus, need, containers,
-                                                        now))
-        elif self.settings.node_agent == "volcano" and gpus is not None:
-            annotations.update(gpushare.bind_annotations(reservation.gpus, now))
-        if binder is not None:
-            try:
+        try:
+            if gpus is not None:
+                annotations.update(self._agent_annotations(reservation, gpus, need, containers,
+                                                           now))
+            if binder is not None:
                 binder.bind(pod.namespace, pod.name, pod.uid, node, annotations)
-            except Exception:
-                if reservation.new:
-                    self.store.release_placement(pod.uid, node, source)
-                raise
+        except Exception:
+            if reservation.new:
+                self.store.release_placement(pod.uid, node, source)
+            raise
+        if binder is not None:
             if not self.store.confirm_bind(reservation, self.clock()):
                 log.warning("reservation of %s expired before bind confirmed; monitor "
                             "reconciles", pod.uid)
@@ -274,6 +273,16 @@ class Scheduler:
             self.store.tell(decisions.reserved(pod.namespace, pod.name, reservation, gpus, need),
                             self.clock(), self.settings.decision_repeat_s)
         return annotations
+
+    def _agent_annotations(self, reservation: Reservation, gpus: NodeGpus, need: Need,
+                           containers: tuple[int, ...], now: float) -> dict[str, str]:
+        """What the node agent (`EXTENDER_NODE_AGENT`) reads on the pod to hand it the
+        reserved GPUs; nothing without one."""
+        if self.settings.node_agent == "hami":
+            return binding.hami_annotations(reservation, gpus, need, containers, now)
+        if self.settings.node_agent == "volcano":
+            return gpushare.bind_annotations(reservation.gpus, now)
+        return {}
 
     def _set_cycle(self, cycle: _Cycle | None) -> None:
         with self._cycle_lock:

@@ -14,7 +14,7 @@ import pytest
 
 from extender.cluster import node_watch
 from extender.cluster.monitor import Monitor
-from extender.model import GPU, RESERVED_MIB
+from extender.model import GPU, RESERVED_MIB, NodeGpus
 from extender.settings import Settings
 from extender.wire import hami
 from tests.builders import bind_args, filter_args, make_node, make_pod
@@ -161,3 +161,18 @@ def test_volcanos_device_plugin_gets_the_reserved_gpu_indices(
     monitor.on_event("MODIFIED", _bound_pending(pod, "four",
                                                 {**notes, gpushare.GPU_ASSIGNED: assigned}))
     assert (store.job(pod["metadata"]["uid"]) is None) == released
+
+
+def test_a_bind_whose_devices_cannot_be_handed_over_leaves_no_reservation(hami_client, binder,
+                                                                          store):
+    client = hami_client(_hami_node("a10"))
+    pod = make_pod("train", model="resnet50", batch=32)
+    out = client.post("/filter", json=filter_args(pod, [{"metadata": {"name": "a10"}}],
+                                                  names_only=True)).get_json()
+    assert out["NodeNames"] == ["a10"]
+    layout = store.node_layouts()["a10"]  # its register lost between filter and bind
+    store.put_node("a10", NodeGpus(layout.product, layout.gpu_type, layout.count,
+                                   layout.memory_mib, layout.share_slots))
+    answer = client.post("/bind", json=bind_args(pod, "a10")).get_json()
+    assert "no HAMi device register" in answer["Error"]
+    assert store.job(pod["metadata"]["uid"]) is None and binder.calls == []
