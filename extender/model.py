@@ -171,6 +171,7 @@ class JobRecord:
     units: int = 0
     gpu_indices: tuple[int, ...] = ()  # every GPU of a multi-GPU pod (gpu_index first)
     grown_mib: float = 0.0  # part of reserved_mib added beside an OOM kill (grow_beside)
+    device_uuids: tuple[str, ...] = ()  # the GPUs' UUIDs a node agent was handed, by `gpus`
 
     @property
     def gpus(self) -> tuple[int, ...]:

@@ -38,7 +38,7 @@ from estimator.predict import Estimator
 from extender.cluster.binders import RECORD_ONLY, BindTarget, PodReader
 from extender.core import binding, decisions, filtering, prioritizing
 from extender.core.annotations import AnnotationError, parse_demand
-from extender.wire import gpushare
+from extender.wire import gpushare, hami
 from extender.core.gpu_table import distinct_layouts
 from extender.core.interference import alphas_for
 from extender.core.job import Assessment, NotOurs, PodJob, Refused
@@ -259,6 +259,8 @@ class Scheduler:
             if gpus is not None:
                 annotations.update(self._agent_annotations(reservation, gpus, need, containers,
                                                            now))
+            if reservation.new and (uuids := hami.handed_uuids(annotations)):
+                self.store.note_devices(pod.uid, uuids)  # before the agent can answer
             if binder is not None:
                 binder.bind(pod.namespace, pod.name, pod.uid, node, annotations)
         except Exception:

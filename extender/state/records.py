@@ -121,6 +121,7 @@ def job_from_mapping(data: Mapping[str, str]) -> JobRecord:
         expires_at=number("expires_at"), gpu_type=data.get("gpu_type", ""),
         batch=whole("batch", 0), units=whole("units", 0),
         gpu_indices=gpu_list(data.get("gpus", "")), grown_mib=number("grown_mib"),
+        device_uuids=tuple(u for u in str(data.get("device_uuids", "")).split(",") if u),
     )  # fmt: skip
 
 

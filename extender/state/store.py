@@ -447,6 +447,10 @@ class RedisStore:
         return Reservation(record.uid, node, int(index), new=status == "reserved",
                            gpu_indices=indices if len(indices) > 1 else ())
 
+    def note_devices(self, uid: str, uuids: Iterable[str]) -> None:
+        """Record on a reservation the UUIDs of the GPUs a node agent was handed."""
+        self._call(self._redis.hset, job_key(uid), "device_uuids", ",".join(uuids))
+
     def confirm_bind(self, reservation: Reservation, now: float) -> bool:
         """Mark a reservation bound (no expiry); False if it expired or moved meanwhile."""
         queue = gpu_key(reservation.node, reservation.gpu_index)

@@ -138,6 +138,15 @@ def container_devices(containers: Sequence[int], uuids: Sequence[str], mib: floa
     return "".join(parts)
 
 
+def handed_uuids(annotations: Mapping[str, Any]) -> list[str]:
+    """The UUIDs of every device the pod's devices-to-allocate hands over, in order."""
+    value = annotations.get(TO_ALLOCATE)
+    if not isinstance(value, str):
+        return []
+    return [device.split(",")[0] for container in value.split(";")
+            for device in container.split(":") if device]
+
+
 def lock_value(now: float, namespace: str, name: str) -> str:
     at = datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     return f"{at},{namespace},{name}"

@@ -91,13 +91,15 @@ def test_two_pods_on_one_gpu_get_its_uuid_and_each_its_own_limit(hami_client, bi
     assert mib_small < mib_large
 
 
-def test_a_four_gpu_pod_lists_its_four_devices(hami_client, binder):
+def test_a_four_gpu_pod_lists_its_four_devices(hami_client, binder, store):
     client = hami_client(_hami_node("four"))
     notes = _place(client, binder, make_pod("ddp", model="resnet50", batch=128, gpus=4),
                    "four")
     [devices] = decode_devices(notes[hami.TO_ALLOCATE])
     assert sorted(uuid for uuid, _ in devices) == sorted(UUIDS)
     assert notes[GPU] == "0,1,2,3"
+    job = store.job(binder.calls[-1][2])
+    assert job.device_uuids == tuple(uuid for uuid, _ in devices)  # the reservation says which
 
 
 def test_unhealthy_devices_are_never_handed_out(hami_client, binder, store):
