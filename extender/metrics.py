@@ -149,7 +149,7 @@ class StateCollector(Collector):
             layout = layouts.get(entry["node"])
             gpu_type = NO_LAYOUT if layout is None else type_of(layout)
             gpus[gpu_type] += layout.count if layout else 0
-            capacity[gpu_type] += layout.count * layout.memory_mib if layout else 0
+            capacity[gpu_type] += layout.total_mib if layout else 0
             for gpu in entry["gpus"]:
                 reserved[gpu_type] += gpu["reserved_mib"]
                 jobs.update((gpu_type, job["state"]) for job in gpu["queue"])

@@ -96,6 +96,8 @@ class NodeGpus:
     (time-slicing replicas; 0 = memory-based sharing, no slot limit; 1 = exclusive).
     `problem` is set, and `count` 0, when the labels are missing or not believable.
     `uuids`: each GPU's UUID by index, when a node agent registered them (HAMi), else ().
+    `memories`: each GPU's MiB by index when they differ (a node agent's register), else ();
+    `memory_mib` is then the largest.
     """
 
     product: str
@@ -105,11 +107,21 @@ class NodeGpus:
     share_slots: int = 1
     problem: str = ""
     uuids: tuple[str, ...] = ()
+    memories: tuple[int, ...] = ()
 
-    def as_row(self) -> tuple[str, str | None, int, int, int, str, tuple[str, ...]]:
+    def memory_of(self, index: int) -> int:
+        """GPU `index`'s MiB (the largest for an index the node does not have)."""
+        return self.memories[index] if 0 <= index < len(self.memories) else self.memory_mib
+
+    @property
+    def total_mib(self) -> int:
+        return sum(self.memories) if self.memories else self.count * self.memory_mib
+
+    def as_row(self) -> tuple[str, str | None, int, int, int, str, tuple[str, ...],
+                              tuple[int, ...]]:
         """Field values in order (`NodeGpus(*row)` rebuilds it); cheaper than deep `astuple`."""
         return (self.product, self.gpu_type, self.count, self.memory_mib, self.share_slots,
-                self.problem, self.uuids)
+                self.problem, self.uuids, self.memories)
 
 
 @dataclass(frozen=True)

@@ -299,7 +299,8 @@ class Monitor:
         layout = self.store.node_layouts().get(job.node)
         if layout is None or layout.memory_mib <= 0:
             return ""
-        grown = self.store.grow_beside(job, layout.memory_mib, self.clock())
+        grown = self.store.grow_beside(job, [layout.memory_of(i) for i in job.gpus],
+                                       self.clock())
         if not grown:
             return ""
         log.warning("reservations grown beside an OOM kill",
@@ -359,7 +360,8 @@ class Monitor:
         if record is None:
             ADOPTIONS.labels("failed").inc()
             return
-        status, detail = self.store.adopt(record, float(node.gpus.memory_mib), limit, now)
+        status, detail = self.store.adopt(record, float(node.gpus.memory_of(record.gpu_index)),
+                                          limit, now)
         ADOPTIONS.labels(status).inc()
         log.info("adopted bound pod", extra={"pod_uid": facts.uid, "pod": facts.name,
                                              "node": facts.node, "status": status,

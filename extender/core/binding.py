@@ -193,10 +193,14 @@ def trusted_layout(claimed: NodeGpus | None, watched: NodeGpus | None) -> NodeGp
     if watched is None or claimed is None or claimed == watched:
         return watched or claimed
     count = min(claimed.count, watched.count)
-    return NodeGpus(watched.product, watched.gpu_type, count,
-                    min(claimed.memory_mib, watched.memory_mib),
+    if watched.memories:  # a node agent's per-GPU memory: the claim cannot raise any of it
+        memories = tuple(min(m, claimed.memory_mib) for m in watched.memories[:count])
+        memory, memories = max(memories), memories if len(set(memories)) > 1 else ()
+    else:
+        memory, memories = min(claimed.memory_mib, watched.memory_mib), ()
+    return NodeGpus(watched.product, watched.gpu_type, count, memory,
                     _fewer_slots(claimed.share_slots, watched.share_slots),
-                    watched.problem or claimed.problem, watched.uuids[:count])
+                    watched.problem or claimed.problem, watched.uuids[:count], memories)
 
 
 def _fewer_slots(a: int, b: int) -> int:

@@ -40,7 +40,7 @@ def queue_report(layouts: Mapping[str, NodeGpus], jobs: Iterable[JobRecord],
             remaining = [remaining_s(QueuedJob(j.uid, j.reserved_mib, j.predicted_s,
                                                        j.started_at), now) for j in queue]
             reserved = sum(j.reserved_mib for j in queue)
-            capacity = layout.memory_mib if layout and 0 <= index < count else None
+            capacity = layout.memory_of(index) if layout and 0 <= index < count else None
             gpus.append({
                 "index": index,
                 "capacity_mib": capacity,

@@ -65,10 +65,10 @@ class QueueMirror:
         cached = self._states.get(name)
         if cached is not None and (cached[0] is layout or cached[0] == layout) and now < cached[1]:
             return cached[2]
-        memory = layout.memory_mib if layout else 0
         gpus, valid_until = [], math.inf
         for index in range(layout.count if layout else 0):
-            gpu, until = live_gpu(name, index, memory, self._queues.get((name, index), ()), now)
+            gpu, until = live_gpu(name, index, layout.memory_of(index),
+                                  self._queues.get((name, index), ()), now)
             gpus.append(gpu)
             valid_until = min(valid_until, until)
         state = NodeState(name, layout, tuple(gpus))
@@ -107,6 +107,6 @@ def live_gpu(name: str, index: int, memory: int, queue: tuple[QueuedJob, ...],
 @lru_cache(maxsize=1 << 16)
 def idle_node(name: str, layout: NodeGpus | None) -> NodeState:
     """A node without reservations; shared between requests (it is immutable)."""
-    memory = layout.memory_mib if layout else 0
     count = layout.count if layout else 0
-    return NodeState(name, layout, tuple(GpuState(name, i, memory) for i in range(count)))
+    return NodeState(name, layout, tuple(GpuState(name, i, layout.memory_of(i))
+                                         for i in range(count)))

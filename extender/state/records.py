@@ -68,14 +68,17 @@ def layout_from_row(row: Any) -> NodeGpus:
 
 
 def layout_from_fields(fields: Mapping[str, Any]) -> NodeGpus | None:
-    uuids = fields.get("uuids", ())
-    if not isinstance(uuids, (list, tuple)) or not all(isinstance(u, str) for u in uuids):
+    uuids, memories = fields.get("uuids", ()), fields.get("memories", ())
+    if not isinstance(uuids, (list, tuple)) or not all(isinstance(u, str) for u in uuids) \
+            or not isinstance(memories, (list, tuple)) or not all(
+                type(m) is int and 0 < m <= MAX_GPU_MEMORY_MIB for m in memories):
         return None
     try:
-        layout = NodeGpus(**{**fields, "uuids": tuple(uuids)})
+        layout = NodeGpus(**{**fields, "uuids": tuple(uuids), "memories": tuple(memories)})
     except TypeError:
         return None
-    if layout.uuids and len(layout.uuids) != layout.count:
+    if (layout.uuids and len(layout.uuids) != layout.count) or (layout.memories and (
+            len(layout.memories) != layout.count or max(layout.memories) != layout.memory_mib)):
         return None
     counts = (layout.count, layout.memory_mib, layout.share_slots)
     if (not isinstance(layout.product, str) or not isinstance(layout.problem, str)

@@ -79,7 +79,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
@@ -346,13 +346,17 @@ class RedisStore:
             args=[gpu, namespace, mib, cap_mib, now, window_s, max_raises])
         return FloorRaise(float(own), float(everyone), bool(int(counted)))
 
-    def grow_beside(self, killed: JobRecord, capacity_mib: float, now: float) -> dict[str, float]:
+    def grow_beside(self, killed: JobRecord, capacity_mib: float | Sequence[float],
+                    now: float) -> dict[str, float]:
         """After an OOM kill of `killed` (still reserved): on each of its GPUs, grow the bound
-        and running jobs beside it so that they hold `capacity_mib` less its reservation
-        (lua.GROW_BESIDE). Returns MiB added per grown job's UID."""
+        and running jobs beside it so that they hold the GPU's capacity (`capacity_mib`: one
+        for all, or one per GPU of `killed.gpus`) less its reservation (lua.GROW_BESIDE).
+        Returns MiB added per grown job's UID."""
         queues = [gpu_key(killed.node, index) for index in killed.gpus]
+        capacities = ([capacity_mib] * len(queues) if isinstance(capacity_mib, int | float)
+                      else list(capacity_mib))
         pairs = self._call(self._grow_beside, keys=[job_key(killed.uid), *queues],
-                           args=[now, *([capacity_mib] * len(queues))])
+                           args=[now, *capacities])
         return {str(uid): float(mib) for uid, mib in zip(pairs[::2], pairs[1::2], strict=True)}
 
     def publish_model(self, name: str, entry: bytes) -> None:

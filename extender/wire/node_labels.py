@@ -9,8 +9,8 @@ product. Labels that are missing or not believable give a layout with
 `problem` set, which the filter turns into a readable, unresolvable verdict.
 
 Under HAMi (`EXTENDER_NODE_AGENT=hami`) the devices come from its device plugin's register
-annotation instead (`gpus_from_hami`): the healthy devices, their UUIDs by index, the
-least memory among them, the labels' product where GFD runs.
+annotation instead (`gpus_from_hami`): the healthy devices, their UUIDs and memory by
+index (GPUs of one node may differ), the labels' product where GFD runs.
 
 Bounds come before conversions: a label value is at most `MAX_LABEL_CHARS` (Kubernetes'
 limit), a number at most `MAX_DIGITS` digits; values are shown cut short in problems.
@@ -128,6 +128,8 @@ def gpus_from_hami(labels: Mapping[str, Any], annotations: Mapping[str, Any],
         why = "; ".join(refused) or "no healthy device"
         return NodeGpus(product, None, 0, 0, problem=f"no usable device in {hami.REGISTER}: "
                         f"{why}")
+    memories = tuple(d.memory_mib for d in healthy)
     return NodeGpus(product, labelled.gpu_type or (gpu.name if gpu else None), len(healthy),
-                    min(d.memory_mib for d in healthy), min(d.slots for d in healthy),
-                    uuids=tuple(d.uuid for d in healthy))
+                    max(memories), min(d.slots for d in healthy),
+                    uuids=tuple(d.uuid for d in healthy),
+                    memories=memories if len(set(memories)) > 1 else ())

@@ -178,3 +178,26 @@ def test_a_bind_whose_devices_cannot_be_handed_over_leaves_no_reservation(hami_c
     answer = client.post("/bind", json=bind_args(pod, "a10")).get_json()
     assert "no HAMi device register" in answer["Error"]
     assert store.job(pod["metadata"]["uid"]) is None and binder.calls == []
+
+
+def test_gpus_of_one_node_may_differ_and_each_is_filled_only_to_its_own_memory(
+        hami_client, binder, store):
+    node = _hami_node("mixed", devices=2)
+    register = orjson.loads(node["metadata"]["annotations"][hami.REGISTER])
+    register[0]["devmem"] = 8000  # GPU 0 is the small one
+    node["metadata"]["annotations"][hami.REGISTER] = orjson.dumps(register).decode()
+    client = hami_client(node)
+    layout = store.node_layouts()["mixed"]
+    assert (layout.memories, layout.memory_mib) == ((8000, 23028), 23028)
+    placed = []
+    for i in range(8):  # resnet50 training, batch 64: about 9 GiB padded, more than GPU 0
+        pod = make_pod(f"big-{i}", model="resnet50", batch=64)
+        out = client.post("/filter", json=filter_args(pod, [{"metadata": {"name": "mixed"}}],
+                                                      names_only=True)).get_json()
+        if out["NodeNames"] != ["mixed"]:
+            break
+        assert client.post("/bind", json=bind_args(pod, "mixed")).get_json() == {"Error": ""}
+        placed.append(binder.calls[-1][4])
+    assert placed and {notes[GPU] for notes in placed} == {"1"}  # never on the 8000 MiB GPU
+    held = sum(store.job(call[2]).reserved_mib for call in binder.calls)
+    assert held <= 23028
