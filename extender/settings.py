@@ -105,7 +105,8 @@ Environment variables (the manifests in k8s/ use exactly these names):
                                    (default 1000: slow clients wait, others are served)
     EXTENDER_FLOOR_RAISES          monitor: GPU OOM kills of one job type that raise one
                                    namespace's floor per window (default 3; more kills
-                                   are counted and warned of, and raise nothing)
+                                   are counted and warned of, and raise nothing; a run of
+                                   the type that succeeds there starts the count again)
     EXTENDER_FLOOR_WINDOW_S        monitor: that window, and how long a kill counts towards
                                    everyone's floor (which needs kills from two
                                    namespaces; default 86400)

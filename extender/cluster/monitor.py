@@ -238,6 +238,9 @@ class Monitor:
             "oom": int(bool(facts.oom_events)), "outcome": outcome,
         })  # fmt: skip
         if outcome == "succeeded" and released.model:
+            if released.gpu_type and released.batch > 0:  # the floor's raises start again
+                self.store.floor_held(job_type(released.model, released.task, released.batch,
+                                               released.gpu_type), facts.namespace, ended)
             self._learn_interference()
 
     def _learn_interference(self) -> None:

@@ -395,6 +395,17 @@ end
 return {tostring(own), tostring(everyone), counted}
 """
 
+RAISES_RESET = """
+-- A run of the job type succeeded in namespace ARGV[1] (KEYS[1]: the type's kill tally;
+-- ARGV[2]: now): the namespace's raises in the window start again from 0; its last kill
+-- still counts towards everyone's floor. Returns 1 when there was a tally.
+local tally = redis.call('HGET', KEYS[1], ARGV[1])
+if not tally then return 0 end
+local last = string.match(tally, ',([%d%.]+)$') or ARGV[2]
+redis.call('HSET', KEYS[1], ARGV[1], '0,' .. ARGV[2] .. ',' .. last)
+return 1
+"""
+
 GROW_BESIDE = LIVE + """
 -- After an OOM kill of the job KEYS[1]: on each of its GPUs (KEYS[2..], capacity MiB in
 -- ARGV[2..]), the bound or running jobs beside it grow their reservations, in proportion

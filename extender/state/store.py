@@ -216,6 +216,7 @@ class RedisStore:
         self._wait = client.register_script(lua.WAIT)
         self._tell = client.register_script(lua.TELL)
         self._raise_floor = client.register_script(lua.RAISE_FLOOR)
+        self._raises_reset = client.register_script(lua.RAISES_RESET)
         self._grow_beside = client.register_script(lua.GROW_BESIDE)
         self._layout_cache: tuple[str | None, dict[str, NodeGpus]] = (None, {})
         self._timeout_s = client.connection_pool.connection_kwargs.get("socket_timeout") or 1.0
@@ -345,6 +346,12 @@ class RedisStore:
                                      floor_kills_key(job_type), FLOOR_JOBS_KEY],
             args=[gpu, namespace, mib, cap_mib, now, window_s, max_raises])
         return FloorRaise(float(own), float(everyone), bool(int(counted)))
+
+    def floor_held(self, job_type: str, namespace: str, now: float) -> bool:
+        """A run of `job_type` succeeded in `namespace`: its budget of floor raises for the
+        type starts again (`raise_floor`). True when it had spent some."""
+        return bool(self._call(self._raises_reset, keys=[floor_kills_key(job_type)],
+                               args=[namespace, now]))
 
     def grow_beside(self, killed: JobRecord, capacity_mib: float | Sequence[float],
                     now: float) -> dict[str, float]:

@@ -194,8 +194,13 @@ def test_one_namespace_raises_its_own_floor_a_bounded_number_of_times_never_past
     assert raised[-1].namespace_mib == 24576.0  # capped at the largest GPU of the type
     assert raised[-1].everyone_mib == 0.0  # one namespace alone: nobody else's floor
     assert store.floors() == {f"tenant-a|{VGG32}": 24576.0}
-    # A window later its budget is back.
+    # A window later its budget is back; so it is once a run of the type succeeded there.
     assert _raise(store, "tenant-a", 1000.0, now=1000.0 + 86400 + 1).counted
+    for i in range(2):
+        _raise(store, "tenant-a", 1000.0, now=90_000.0 + i)
+    assert not _raise(store, "tenant-a", 1000.0, now=90_003.0).counted  # 3 in this window
+    assert store.floor_held(VGG32, "tenant-a", now=90_004.0)
+    assert _raise(store, "tenant-a", 1000.0, now=90_005.0).counted
 
 
 def test_everyones_floor_needs_kills_from_two_namespaces_and_takes_the_lower(store) -> None:
