@@ -184,6 +184,7 @@ class JobRecord:
     gpu_indices: tuple[int, ...] = ()  # every GPU of a multi-GPU pod (gpu_index first)
     grown_mib: float = 0.0  # part of reserved_mib added beside an OOM kill (grow_beside)
     device_uuids: tuple[str, ...] = ()  # the GPUs' UUIDs a node agent was handed, by `gpus`
+    handed_over_at: float = 0.0  # when a node agent was handed the GPUs (0: not, or answered)
 
     @property
     def gpus(self) -> tuple[int, ...]:

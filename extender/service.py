@@ -259,8 +259,9 @@ class Scheduler:
             if gpus is not None:
                 annotations.update(self._agent_annotations(reservation, gpus, need, containers,
                                                            now))
-            if reservation.new and (uuids := hami.handed_uuids(annotations)):
-                self.store.note_devices(pod.uid, uuids)  # before the agent can answer
+            if reservation.new and self.settings.node_agent != "none" and gpus is not None:
+                # before the agent can answer; the monitor checks that it does
+                self.store.note_handover(pod.uid, hami.handed_uuids(annotations), now)
             if binder is not None:
                 binder.bind(pod.namespace, pod.name, pod.uid, node, annotations)
         except Exception:

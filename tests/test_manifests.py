@@ -26,7 +26,8 @@ NOT_IN_KUSTOMIZATION = {"kustomization.yaml", "scheduler-config.yaml",
 GRANTS = {
     "schedtune-extender": {("", "pods", "get"), ("", "pods", "patch"),
                            ("", "pods/binding", "create")},
-    "schedtune-monitor": {("", "pods", "list"), ("", "pods", "watch"), ("", "pods", "patch"),
+    "schedtune-monitor": {("", "pods", "get"), ("", "pods", "list"), ("", "pods", "watch"),
+                          ("", "pods", "patch"),
                           ("", "events", "create")},
     "schedtune-node-watch": {("", "nodes", "list"), ("", "nodes", "watch")},
 }

@@ -152,6 +152,17 @@ class NodeLocks:
             return False
 
 
+def pod_json(api: client.CoreV1Api, namespace: str, name: str) -> dict[str, Any] | None:
+    """The pod as the API's JSON; None when it does not exist."""
+    try:
+        answer = api.read_namespaced_pod(name, namespace, _preload_content=False)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return orjson.loads(answer.data)
+
+
 def pod_event(namespace: str, pod: str, uid: str, reason: str, message: str,
               api: client.CoreV1Api | None = None, kind: str = "Warning") -> bool:
     """An event (`kind` Warning or Normal) on a pod, shown by `kubectl describe pod`.

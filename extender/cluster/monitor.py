@@ -191,11 +191,14 @@ class Monitor:
         protocol = gpushare if self.settings.node_agent == "volcano" else hami
         outcome = protocol.allocation_outcome(facts.annotations, self.clock(),
                                               self.settings.agent_timeout_s)
+        if outcome == "success":
+            self.store.handover_answered(facts.uid)
         if outcome not in ("failed", "unanswered"):
             return False
         if self.store.job(facts.uid) is None:
             return True
         self._finish(facts, f"allocation-{outcome}")
+        self.store.handover_answered(facts.uid)
         if self.unlock is not None and protocol is hami:
             self.unlock(facts.node, facts.namespace, facts.name)
         said = ("answered failed" if outcome == "failed" else
@@ -204,6 +207,24 @@ class Monitor:
         self._warn(facts, "SchedTuneAllocationFailed", f"{agent} device plugin on {facts.node} "
                    f"{said} handing over the reserved GPUs; the reservation is released")
         return True
+
+    def check_handovers(self, read_pod: Callable[[str, str], Mapping[str, Any] | None]) -> int:
+        """Look again at each pod whose node agent should have answered by now (no event
+        may come for a pod whose hand-over hangs); `read_pod(namespace, name)` is the API's
+        pod (None: gone). Returns how many were looked at."""
+        overdue = self.store.overdue_handovers(self.clock() - self.settings.agent_timeout_s)
+        for uid in overdue:
+            job = self.store.job(uid)
+            if job is None:
+                self.store.handover_answered(uid)  # released meanwhile
+                continue
+            pod = read_pod(job.namespace, job.pod)
+            if pod is None or pod_uid(pod) != uid:
+                self._isolated(self._release_vanished, job)
+                self.store.handover_answered(uid)
+            else:
+                self.on_event("MODIFIED", pod)
+        return len(overdue)
 
     def _release_vanished(self, job: JobRecord) -> None:
         released = self.store.release(job.uid)
@@ -453,6 +474,15 @@ class Monitor:
                          gpu_indices=gpus if len(gpus) > 1 else ())
 
 
+def _check_handovers_forever(monitor: Monitor, read_pod: Callable[[str, str], Any],
+                             stop: threading.Event, every_s: float) -> None:
+    while not stop.wait(every_s):
+        try:
+            monitor.check_handovers(read_pod)
+        except Exception as exc:  # noqa: BLE001  (Redis or the API away: the next round)
+            log.warning("hand-over check failed: %s", type(exc).__name__)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the monitor (configured by the environment: see extender/settings.py)."""
     import argparse
@@ -499,6 +529,11 @@ def main(argv: list[str] | None = None) -> int:
                                        "reconcile_s": settings.reconcile_s,
                                        "scheduler": settings.scheduler_name,
                                        "signed_reservations": settings.signing_key is not None})
+    if settings.node_agent != "none":
+        every_s = min(30.0, settings.agent_timeout_s / 4)
+        threading.Thread(target=_check_handovers_forever, name="handovers", daemon=True,
+                         args=(monitor, lambda ns, name: kube.pod_json(api, ns, name),
+                               stop, every_s)).start()
     # Survives API trouble and Redis outages: a failed event triggers a re-list and reconcile.
     kube.watch_forever(api.list_pod_for_all_namespaces, monitor.reconcile, monitor.on_event,
                        stop, relist_every_s=settings.reconcile_s)

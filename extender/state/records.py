@@ -125,6 +125,7 @@ def job_from_mapping(data: Mapping[str, str]) -> JobRecord:
         batch=whole("batch", 0), units=whole("units", 0),
         gpu_indices=gpu_list(data.get("gpus", "")), grown_mib=number("grown_mib"),
         device_uuids=tuple(u for u in str(data.get("device_uuids", "")).split(",") if u),
+        handed_over_at=number("handed_over_at"),
     )  # fmt: skip
 
 

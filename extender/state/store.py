@@ -18,7 +18,9 @@ Key layout (human readable; every key is built by the helpers below):
                                     first is queue and gpu_index), source (who reserved:
                                     kube = a kube-scheduler bind, volcano = Volcano's
                                     allocate; absent on adopted placements), grown_mib
-                                    (the part of reserved_mib added beside an OOM kill)
+                                    (the part of reserved_mib added beside an OOM kill),
+                                    device_uuids (the GPUs a node agent was handed) and
+                                    handed_over_at (until it answered)
     st:jobs                 zset    every reserved pod UID, scored by reservation time
     st:demand:{uid}         string  JSON: what filter kept for bind (`FilterRecord`: the
                                     decoded demand; the layouts the request carried for
@@ -50,6 +52,8 @@ Key layout (human readable; every key is built by the helpers below):
                                     for everyone, once two namespaces saw kills (only
                                     raised; a filter reads only its pod's job's hash)
     st:floor-jobs           set     the st:floor:{job} keys that hold floors
+    st:handovers            zset    pod UIDs handed to a node agent and not answered yet,
+                                    scored by when (the monitor checks the overdue ones)
     st:floor-kills:{type}   hash    namespace -> raises,window start,last kill: the GPU OOM
                                     kills of a job type (model|task|batch|GPU type; expires
                                     a window after the last)
@@ -117,6 +121,7 @@ DECISIONS_KEY = "st:decisions"
 POSTERS_GROUP = "event-posters"  # the monitors' consumer group on the decision log
 DECISIONS_MAXLEN = 2_000
 FLOOR_JOBS_KEY = "st:floor-jobs"
+HANDOVERS_KEY = "st:handovers"
 INTERFERENCE_KEY = "st:interference"  # GPU type -> learned alpha (the monitor's fit)
 OWNER_RUNS_KEY = "st:owner-runs"
 MODELS_KEY = "st:models"
@@ -458,9 +463,26 @@ class RedisStore:
         return Reservation(record.uid, node, int(index), new=status == "reserved",
                            gpu_indices=indices if len(indices) > 1 else ())
 
-    def note_devices(self, uid: str, uuids: Iterable[str]) -> None:
-        """Record on a reservation the UUIDs of the GPUs a node agent was handed."""
-        self._call(self._redis.hset, job_key(uid), "device_uuids", ",".join(uuids))
+    def note_handover(self, uid: str, uuids: Iterable[str], now: float) -> None:
+        """Record on a reservation that a node agent was handed its GPUs at `now` (their
+        UUIDs, when it names them), until it answers (`handover_answered`)."""
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.hset(job_key(uid), mapping={"device_uuids": ",".join(uuids),
+                                         "handed_over_at": now})
+        pipe.zadd(HANDOVERS_KEY, {uid: now})
+        self._call(pipe.execute)
+
+    def handover_answered(self, uid: str) -> None:
+        """The node agent answered (or the reservation is gone): nothing left to check."""
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.hdel(job_key(uid), "handed_over_at")
+        pipe.zrem(HANDOVERS_KEY, uid)
+        self._call(pipe.execute)
+
+    def overdue_handovers(self, before: float, count: int = 100) -> list[str]:
+        """UIDs of reservations handed to a node agent before `before`, still unanswered."""
+        return list(self._call(self._redis.zrangebyscore, HANDOVERS_KEY, "-inf", before,
+                               start=0, num=count))
 
     def confirm_bind(self, reservation: Reservation, now: float) -> bool:
         """Mark a reservation bound (no expiry); False if it expired or moved meanwhile."""

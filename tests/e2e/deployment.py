@@ -246,9 +246,11 @@ class Deployment:
         status, _ = https_get(self.extender_url("/readyz"), ca, cert=(cert, key))
         return status == 200
 
-    def start_monitor(self) -> None:
+    def start_monitor(self, **env_overrides: str) -> None:
+        """`env_overrides`: variables a test sets beyond the manifest's (a shorter wait)."""
         command, env = self._project_process(
-            "schedtune-monitor", {"EXTENDER_MONITOR_PORT": str(self.monitor_port)})
+            "schedtune-monitor", {"EXTENDER_MONITOR_PORT": str(self.monitor_port),
+                                  **env_overrides})
         import urllib.request
 
         def ready() -> bool:
@@ -256,6 +258,8 @@ class Deployment:
             with urllib.request.urlopen(url, timeout=2) as answer:
                 return answer.status == 200
 
+        if "schedtune-monitor" in self.supervisor.processes:
+            self.supervisor.stop("schedtune-monitor")
         self.supervisor.start("schedtune-monitor", command, env, ready=ready, timeout_s=120,
                               cwd=self.workdir)
 

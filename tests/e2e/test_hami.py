@@ -154,3 +154,28 @@ def test_a_failed_allocation_releases_the_reservation_and_the_next_pod_is_placed
     hami.create(again)
     assert hami.wait_bound(namespace, again["metadata"]["name"]) == node
     answer(hami.api, namespace, again["metadata"]["name"], node, ok=True)
+
+
+def test_an_unanswered_allocation_is_released_and_the_next_pod_is_placed(
+        hami, namespace, hami_node):
+    # The monitor as the component runs it, but waiting 4 s for the plugin instead of
+    # HAMi's 5 minutes (EXTENDER_AGENT_TIMEOUT_S), so the test need not wait 5 minutes.
+    hami.deployment.start_monitor(EXTENDER_AGENT_TIMEOUT_S="4")
+    try:
+        selector, node, _ = hami_node(1)
+        pod = hami.new_pod(namespace, node_selector=selector, model="resnet50", task="train",
+                           batch=32, epochs=1)
+        name = pod["metadata"]["name"]
+        _placed(hami, namespace, pod)  # and then no answer, and no event
+        wait_for("the reservation released", lambda: not [
+            j for j in hami.reservations() if j.pod == name], timeout_s=30)
+        wait_for("the node lock dropped", lambda: NODE_LOCK not in (
+            hami.api.read_node(node).metadata.annotations or {}), timeout_s=10)
+        hami.set_phase(namespace, name, "Failed")
+        again = hami.new_pod(namespace, node_selector=selector, model="resnet50",
+                             task="train", batch=32, epochs=1)
+        hami.create(again)
+        assert hami.wait_bound(namespace, again["metadata"]["name"]) == node
+        answer(hami.api, namespace, again["metadata"]["name"], node, ok=True)
+    finally:
+        hami.deployment.start_monitor()

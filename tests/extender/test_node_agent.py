@@ -201,3 +201,35 @@ def test_gpus_of_one_node_may_differ_and_each_is_filled_only_to_its_own_memory(
     assert placed and {notes[GPU] for notes in placed} == {"1"}  # never on the 8000 MiB GPU
     held = sum(store.job(call[2]).reserved_mib for call in binder.calls)
     assert held <= 23028
+
+
+def test_a_hand_over_nobody_answers_is_looked_at_again_when_it_is_due(hami_client, binder,
+                                                                     store, clock, estimator):
+    client = hami_client(_hami_node("a10"))
+    pod = make_pod("train", model="resnet50", batch=32)
+    notes = _place(client, binder, pod, "a10")
+    uid = pod["metadata"]["uid"]
+    monitor = Monitor(store, estimator, clock=clock,
+                      settings=Settings(scheduler_name=OURS, node_agent="hami"),
+                      unlock=lambda *where: None)
+    as_api_has_it = _bound_pending(pod, "a10", notes)  # no answer, and no event since
+    read = lambda namespace, name: as_api_has_it  # noqa: E731
+    clock.now += 100
+    assert monitor.check_handovers(read) == 0  # not due yet
+    assert store.job(uid) is not None
+    clock.now += 201  # past EXTENDER_AGENT_TIMEOUT_S (300) after the bind
+    assert monitor.check_handovers(read) == 1
+    assert store.job(uid) is None and store.overdue_handovers(clock.now + 1e6) == []
+
+
+def test_an_answered_hand_over_is_not_looked_at_again(hami_client, binder, store, clock,
+                                                       estimator):
+    client = hami_client(_hami_node("a10"))
+    pod = make_pod("train", model="resnet50", batch=32)
+    notes = _place(client, binder, pod, "a10")
+    monitor = Monitor(store, estimator, clock=clock,
+                      settings=Settings(scheduler_name=OURS, node_agent="hami"))
+    monitor.on_event("MODIFIED", _bound_pending(pod, "a10", {**notes, hami.BIND_PHASE:
+                                                                   hami.SUCCESS}))
+    assert store.overdue_handovers(clock.now + 1e6) == []
+    assert store.job(pod["metadata"]["uid"]).handed_over_at == 0
