@@ -53,12 +53,12 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from estimator.catalogue import CATALOGUE
 from estimator.errors import EstimatorError
 from estimator.predict import Estimator
 from extender import logs
+from extender.cluster.oom_learning import OomLearning
 from extender.cluster.pods import FINISHED_PHASES, PodFacts, outcome_of, pod_facts, pod_uid
-from extender.core import decisions, oom
+from extender.core import decisions
 from extender.core.adoption import likeliest_gpus, trusted_reservation, waiters_that_fit
 from extender.core.annotations import AnnotationError, parse_demand
 from extender.core.interference import learn_alphas, runs_from_jobs, runs_from_observations
@@ -75,7 +75,6 @@ from extender.registry import ModelRegistry
 from extender.settings import Settings
 from extender.sizing import Sizer
 from extender.wire import gpushare, hami
-from extender.state.records import MAX_FLOOR_MIB
 from extender.state.store import NO_WAITERS, RedisStore
 
 log = logging.getLogger(__name__)
@@ -105,6 +104,7 @@ class Monitor:
         self.sizer = None if estimator is None else Sizer(estimator,
                                                           self.settings.declared_default_s)
         self.registry = None if self.sizer is None else ModelRegistry(store, self.sizer)
+        self.oom = OomLearning(store, self.settings, clock)
 
     def on_event(self, kind: str, pod: Mapping[str, Any]) -> None:
         """Apply one pod's state. A pod that cannot be applied is logged and counted
@@ -151,7 +151,8 @@ class Monitor:
                 log.error("OOM kill", extra={"pod": facts.name, "namespace": facts.namespace,
                                              "pod_uid": facts.uid, "node": facts.node})
                 self._warn(facts, "SchedTuneOOMKilled", "a container ran out of GPU memory on "
-                           f"{facts.node}; the reservation was too small{self._learn(facts)}")
+                           f"{facts.node}; the reservation was too small"
+                           f"{self.oom.learn(facts.uid, facts.namespace)}")
         for event in facts.ram_kills:
             if self.store.record_oom(f"ram:{event}"):
                 RAM_KILLS.inc()
@@ -274,64 +275,6 @@ class Monitor:
         if fits:
             log.debug("collocation slowdowns refitted",
                       extra={"alphas": {t: f.alpha for t, f in fits.items()}})
-
-    def _learn(self, facts: PodFacts) -> str:
-        """Raise the GPU OOM floor of the killed job's type for its namespace (every
-        replica reserves at least that from its next request), within the bounds
-        `RedisStore.raise_floor` keeps; returns what to add to the pod's Warning."""
-        job = self.store.job(facts.uid)
-        if job is None:
-            return ": report it"  # not a reservation of ours
-        if not job.model or not job.gpu_type or job.batch <= 0:
-            return ": report it" + self._grow_beside(job)  # declared memory, or no type
-        kind = job_type(job.model, job.task, job.batch, job.gpu_type)
-        raised = self.store.raise_floor(kind, facts.namespace, oom.next_floor(job.own_mib),
-                                        self._largest_gpu_mib(job.gpu_type), self.clock(),
-                                        self.settings.floor_window_s,
-                                        self.settings.floor_raises)
-        what = f"{job.model} {job.task} batch {job.batch} on {job.gpu_type}"
-        if not raised.counted:
-            log.warning("OOM floor not raised: the namespace's raises are spent",
-                        extra={"namespace": facts.namespace, "job_type": kind})
-            return (f" ({job.own_mib:.0f} MiB); {what} was raised {self.settings.floor_raises}"
-                    f" times in this namespace within {self.settings.floor_window_s:.0f} s:"
-                    f" no more (it reserves {raised.namespace_mib:.0f} MiB here)")
-        log.warning("OOM floor raised", extra={"model": job.model, "task": job.task,
-                                               "batch": job.batch, "gpu_type": job.gpu_type,
-                                               "namespace": facts.namespace,
-                                               "floor_mib": raised.namespace_mib,
-                                               "everyone_mib": raised.everyone_mib})
-        return (f" ({job.own_mib:.0f} MiB); {what} now reserves at least "
-                f"{raised.namespace_mib:.0f} MiB in namespace {facts.namespace}"
-                f"{self._grow_beside(job)}")
-
-    def _largest_gpu_mib(self, gpu_type: str) -> float:
-        """The most memory a GPU of the type has among the watched nodes (the catalogue's
-        when none is watched): a floor above it would lock the job type out."""
-        watched = [g.memory_mib for g in self.store.node_layouts().values()
-                   if g.gpu_type == gpu_type and g.memory_mib > 0]
-        if watched:
-            return float(max(watched))
-        known = CATALOGUE.get(gpu_type)
-        return float(known.memory_mib) if known else MAX_FLOOR_MIB
-
-    def _grow_beside(self, job: JobRecord) -> str:
-        """Grow the reservations of the jobs running beside a killed one, so that its GPU
-        shows no more room than the killed job held (`RedisStore.grow_beside`): a floor
-        protects its job type's next pod, this every pod, while the jobs that may have
-        overrun still run. Returns what to add to the pod's Warning."""
-        layout = self.store.node_layouts().get(job.node)
-        if layout is None or layout.memory_mib <= 0:
-            return ""
-        grown = self.store.grow_beside(job, [layout.memory_of(i) for i in job.gpus],
-                                       self.clock())
-        if not grown:
-            return ""
-        log.warning("reservations grown beside an OOM kill",
-                    extra={"node": job.node, "gpus": list(job.gpus), "grown_mib": grown})
-        return (f"; the {len(grown)} job(s) beside it on {job.node} now reserve "
-                f"{sum(grown.values()):.0f} MiB more")
-
 
     def _requeue_waiters(self, released: JobRecord) -> None:
         """Update each waiting pod that now fits on a GPU `released` freed, oldest first,
