@@ -8,7 +8,6 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
@@ -21,7 +20,6 @@ from extender.state.store import NODES_KEY, RedisStore
 from extender.wire.builders import gfd_node, pod_object
 from tests.e2e.control_plane import ControlPlane
 from tests.e2e.deployment import Deployment
-from tests.e2e.pki import ADMIN
 from tests.e2e.processes import Supervisor
 
 SCHEDULER = "schedtune-scheduler"
@@ -53,10 +51,6 @@ class Cluster:
         self.api = client.CoreV1Api(self.control_plane.api_client())
         self.redis = redis.Redis.from_url(self.deployment.redis_url, decode_responses=True)
         self.store = RedisStore.from_url(self.deployment.redis_url, timeout_s=5.0)
-
-    @property
-    def admin_kubeconfig(self) -> Path:
-        return self.control_plane.kubeconfig(ADMIN)
 
     # ----- nodes
     def add_gpu_node(self, name: str, product: str, count: int, memory_mib: int,

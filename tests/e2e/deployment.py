@@ -220,12 +220,6 @@ class Deployment:
             env["REDIS_URL"] = self._local_redis_url(env["REDIS_URL"])
         return _command(workload.command, self.binaries), env
 
-    def extender_files(self) -> dict[str, Path]:
-        """The extender's certificate, key and CA as its container sees them."""
-        workload = self.workload("Deployment", "schedtune-extender")
-        return {k: Path(workload.env[k]) for k in
-                ("EXTENDER_TLS_CERT_FILE", "EXTENDER_TLS_KEY_FILE", "EXTENDER_TLS_CLIENT_CA_FILE")}
-
     def scheduler_client_cert(self) -> tuple[Path, Path, Path]:
         """kube-scheduler's (certificate, key, CA) from its Secret."""
         workload = self.workload("Deployment", "schedtune-scheduler")
