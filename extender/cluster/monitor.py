@@ -186,8 +186,12 @@ class Monitor:
         ``failed``, or did not answer in time: release the
         reservation and the node lock (when still the pod's), and say why on the pod. The
         pod is bound: its kubelet fails it, and its controller's next pod is placed anew.
-        True for such a pod, also once released (it is never adopted again)."""
+        True for such a pod, also once released (it is never adopted again, unless its
+        containers run: then it holds its GPUs, and is adopted like any bound pod)."""
         if self.settings.node_agent == "none":
+            return False
+        if facts.running_since:  # its containers run: handed over, whatever the pod says
+            self.store.handover_answered(facts.uid)
             return False
         protocol = gpushare if self.settings.node_agent == "volcano" else hami
         outcome = protocol.allocation_outcome(facts.annotations, self.clock(),

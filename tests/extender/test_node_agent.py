@@ -233,3 +233,23 @@ def test_an_answered_hand_over_is_not_looked_at_again(hami_client, binder, store
                                                                    hami.SUCCESS}))
     assert store.overdue_handovers(clock.now + 1e6) == []
     assert store.job(pod["metadata"]["uid"]).handed_over_at == 0
+
+
+def test_a_pod_that_says_failed_but_runs_keeps_its_gpus_counted(hami_client, binder, store,
+                                                                clock, estimator):
+    """A tenant who writes bind-phase: failed on a pod that runs cannot make its GPU look
+    free: once its containers run, it is counted like any bound pod."""
+    client = hami_client(_hami_node("a10"))
+    pod = make_pod("train", model="resnet50", batch=32)
+    notes = _place(client, binder, pod, "a10")
+    monitor = Monitor(store, estimator, clock=clock,
+                      settings=Settings(scheduler_name=OURS, node_agent="hami"),
+                      unlock=lambda *where: None)
+    lying = _bound_pending(pod, "a10", {**notes, hami.BIND_PHASE: hami.FAILED})
+    monitor.on_event("MODIFIED", lying)
+    assert store.job(pod["metadata"]["uid"]) is None  # failed, as far as anyone can tell
+    lying["status"] = {"phase": "Running", "containerStatuses": [{
+        "name": "main", "state": {"running": {"startedAt": "2026-12-01T10:00:00Z"}}}]}
+    monitor.on_event("MODIFIED", lying)
+    job = store.job(pod["metadata"]["uid"])
+    assert job is not None and job.node == "a10" and job.state == "running"
