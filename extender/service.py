@@ -256,12 +256,11 @@ class Scheduler:
             need, gpus = plan.need, state.gpus
         annotations = binding.pod_annotations(reservation, need, self.settings.signing_key)
         try:
-            if gpus is not None:
-                annotations.update(self._agent_annotations(reservation, gpus, need, containers,
-                                                           now))
-            if reservation.new and self.settings.node_agent != "none" and gpus is not None:
-                # before the agent can answer; the monitor checks that it does
-                self.store.note_handover(pod.uid, hami.handed_uuids(annotations), now)
+            handover = {} if gpus is None else self._agent_annotations(
+                reservation, gpus, need, containers, now)
+            annotations.update(handover)
+            if reservation.new and handover:  # before the agent can answer: the monitor
+                self.store.note_handover(pod.uid, hami.handed_uuids(handover), now)  # checks
             if binder is not None:
                 binder.bind(pod.namespace, pod.name, pod.uid, node, annotations)
         except Exception:

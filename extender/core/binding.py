@@ -121,7 +121,10 @@ def hami_annotations(reservation: Reservation, gpus: NodeGpus, need: Need,
                      containers: tuple[int, ...], now: float) -> dict[str, str]:
     """HAMi's allocation annotations (`extender.wire.hami`): the reserved GPUs' UUIDs, each
     capped at the MiB reserved on it, handed to the containers that ask for GPUs (all of
-    them to the first container when none asks: `containers` empty or all 0)."""
+    them to the first container when none asks: `containers` empty or all 0). None for a
+    node HAMi never registered (its layout has no UUIDs: no node agent there)."""
+    if not gpus.uuids:
+        return {}
     if len(gpus.uuids) != gpus.count or any(i >= gpus.count for i in reservation.gpus):
         raise Conflict(f"node {reservation.node} has no HAMi device register for GPUs "
                        f"{list(reservation.gpus)}: its device plugin could not hand them over")

@@ -115,8 +115,11 @@ def gpus_from_hami(labels: Mapping[str, Any], annotations: Mapping[str, Any],
                    allocatable: Mapping[str, Any]) -> NodeGpus:
     """The node's GPUs as HAMi's device plugin registered them (module docstring): devices
     it cannot believe, unhealthy ones, and all of them once it withdrew them or stopped
-    advertising ``nvidia.com/gpu`` are left out."""
+    advertising ``nvidia.com/gpu`` are left out. A node HAMi never registered (no
+    register annotation) is read from its labels, as without a node agent."""
     labelled = gpus_from_node(labels, allocatable)
+    if hami.REGISTER not in annotations:
+        return labelled
     devices, refused = hami.decode_register(annotations.get(hami.REGISTER))
     healthy = [d for d in devices if d.healthy]
     product = labelled.product or (hami.product_of(healthy[0].type) if healthy else "")

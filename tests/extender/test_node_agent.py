@@ -110,11 +110,23 @@ def test_unhealthy_devices_are_never_handed_out(hami_client, binder, store):
     assert decode_devices(notes[hami.TO_ALLOCATE]) == [[(UUIDS[0], _reserved(store, pod))]]
 
 
-def test_a_node_hami_never_registered_is_refused_with_the_reason(hami_client, binder):
-    plain = make_node("plain", "NVIDIA-A10", count=1, memory_mib=23028)
+def test_a_node_hami_never_registered_is_placed_on_as_without_a_node_agent(hami_client,
+                                                                          binder, store):
+    plain = make_node("plain", "NVIDIA-A10", count=1, memory_mib=23028, replicas=4)
     client = hami_client(plain)
+    notes = _place(client, binder, make_pod("p"), "plain")
+    assert hami.TO_ALLOCATE not in notes and hami.BIND_PHASE not in notes and GPU in notes
+    assert store.overdue_handovers(1e12) == []  # nothing to wait for
+
+
+@pytest.mark.parametrize("register", ["junk", "[]", '[{"id": "GPU-1"}]'])
+def test_a_node_whose_register_cannot_be_read_is_refused_with_the_reason(hami_client, binder,
+                                                                         register):
+    node = _hami_node("broken")
+    node["metadata"]["annotations"][hami.REGISTER] = register
+    client = hami_client(node)
     out = client.post("/filter", json=filter_args(make_pod("p"), [{"metadata": {"name":
-                                                                                "plain"}}],
+                                                                                "broken"}}],
                                                   names_only=True)).get_json()
     assert out["NodeNames"] == [] and "hami.io/node-nvidia-register" in str(
         out["FailedAndUnresolvableNodes"] or out["FailedNodes"])
@@ -163,21 +175,6 @@ def test_volcanos_device_plugin_gets_the_reserved_gpu_indices(
     monitor.on_event("MODIFIED", _bound_pending(pod, "four",
                                                 {**notes, gpushare.GPU_ASSIGNED: assigned}))
     assert (store.job(pod["metadata"]["uid"]) is None) == released
-
-
-def test_a_bind_whose_devices_cannot_be_handed_over_leaves_no_reservation(hami_client, binder,
-                                                                          store):
-    client = hami_client(_hami_node("a10"))
-    pod = make_pod("train", model="resnet50", batch=32)
-    out = client.post("/filter", json=filter_args(pod, [{"metadata": {"name": "a10"}}],
-                                                  names_only=True)).get_json()
-    assert out["NodeNames"] == ["a10"]
-    layout = store.node_layouts()["a10"]  # its register lost between filter and bind
-    store.put_node("a10", NodeGpus(layout.product, layout.gpu_type, layout.count,
-                                   layout.memory_mib, layout.share_slots))
-    answer = client.post("/bind", json=bind_args(pod, "a10")).get_json()
-    assert "no HAMi device register" in answer["Error"]
-    assert store.job(pod["metadata"]["uid"]) is None and binder.calls == []
 
 
 def test_gpus_of_one_node_may_differ_and_each_is_filled_only_to_its_own_memory(
