@@ -44,13 +44,10 @@ PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "XDG_CACHE_HOME",
 VAR_REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")  # Kubernetes' $(VAR) in args
 
 
-def kubectl(binaries: Path, *args: str, kubeconfig: Path | None = None,
-            stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    command = [str(binaries / "kubectl"), *args]
-    if kubeconfig is not None:
-        command[1:1] = ["--kubeconfig", str(kubeconfig)]
-    return subprocess.run(command, input=stdin, capture_output=True, text=True, check=check,
-                          timeout=120)
+def kustomize(binaries: Path, directory: Path) -> str:
+    """`kubectl kustomize DIRECTORY`'s output."""
+    return subprocess.run([str(binaries / "kubectl"), "kustomize", str(directory)],
+                          capture_output=True, text=True, check=True, timeout=120).stdout
 
 
 def rendered_manifests(binaries: Path, workdir: Path,
@@ -69,7 +66,7 @@ def rendered_manifests(binaries: Path, workdir: Path,
         target.mkdir(exist_ok=True)
         (target / "kustomization.yaml").write_text(yaml.safe_dump(
             {"resources": ["../k8s"], "components": [f"../k8s/{component}"]}))
-    output = kubectl(binaries, "kustomize", str(target)).stdout
+    output = kustomize(binaries, target)
     return copy, [doc for doc in yaml.safe_load_all(output) if doc]
 
 
@@ -178,10 +175,15 @@ class Deployment:
                  manifests: Manifests) -> None:
         self.supervisor, self.control_plane, self.manifests = supervisor, control_plane, manifests
         self.binaries, self.workdir = manifests.binaries, manifests.workdir
-        self.secrets = manifests.secrets
-        self.workload = manifests.workload
         self.redis_port, self.extender_port = free_port(), free_port()
         self.monitor_port, self.scheduler_port = free_port(), free_port()
+
+    @property
+    def secrets(self) -> dict[str, dict[str, bytes]]:
+        return self.manifests.secrets
+
+    def workload(self, kind: str, name: str) -> Workload:
+        return self.manifests.workload(kind, name)
 
     def _base_env(self) -> dict[str, str]:
         return {k: v for k, v in os.environ.items() if k in PASSED_THROUGH}
@@ -297,8 +299,7 @@ class Deployment:
     def use(self, manifests: Manifests, admin: client.ApiClient) -> None:
         """Run the project's processes as `manifests` (the same secrets) deploy them: their
         roles applied, the extender, node watcher and monitor restarted."""
-        self.manifests, self.secrets, self.workload = manifests, manifests.secrets, \
-            manifests.workload
+        self.manifests = manifests
         self.apply_rbac(admin)
         for name in ("schedtune-serve", "schedtune-node-watch", "schedtune-monitor"):
             self.supervisor.stop(name)
