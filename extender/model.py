@@ -33,6 +33,9 @@ RESERVED_MIB = ANNOTATION_PREFIX + "reserved-mib"
 PREDICTED_S = ANNOTATION_PREFIX + "predicted-seconds"
 SIGNATURE = ANNOTATION_PREFIX + "reservation-signature"  # HMAC of the three above, uid, node
 SIZING = ANNOTATION_PREFIX + "sizing"  # how the reserved MiB were decided (pad, declared, floor)
+# A gang of our own, where no PodGroup names one: its name and how many members it has.
+GANG = ANNOTATION_PREFIX + "gang"
+GANG_SIZE = ANNOTATION_PREFIX + "gang-size"
 # Written by the monitor on a waiting pod that now fits: kube-scheduler retries it at once.
 REQUEUED_AT = ANNOTATION_PREFIX + "requeued-at"
 
@@ -49,6 +52,18 @@ UNKNOWN_TYPE = "unknown"  # the GPU type of a product the catalogue does not kno
 
 
 @dataclass(frozen=True)
+class GroupRef:
+    """The pod group a pod says it belongs to. `kind`: who defines the group ("workload":
+    Kubernetes' in-tree PodGroup, "volcano", "coscheduling": scheduler-plugins', "schedtune":
+    our own annotations); `size`: its members, when the pod itself says (ours), else 0
+    (read from the PodGroup object)."""
+
+    kind: str
+    name: str
+    size: int = 0
+
+
+@dataclass(frozen=True)
 class PodInfo:
     """A pod as the verbs see it: identity and annotations (the wire layers decode it)."""
 
@@ -58,6 +73,7 @@ class PodInfo:
     annotations: Mapping[str, Any] = field(default_factory=dict)
     gpus: int = 0  # ``nvidia.com/gpu`` its containers request (0: none, GPUs shared)
     owner: str = ""  # its controller, kind/name (a Job, a ReplicaSet), "" for a bare pod
+    group: GroupRef | None = None  # the gang it belongs to (None: placed on its own)
 
 
 @dataclass(frozen=True)
@@ -226,6 +242,7 @@ class FilterRecord:
     demand: PodDemand
     layouts: Mapping[str, NodeGpus] = field(default_factory=dict)
     held: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    gang: str = ""  # namespace/name of the gang whose plan placed the pod ("" none)
 
 
 class QueuedJob(NamedTuple):
@@ -275,7 +292,9 @@ class Waiter(NamedTuple):
 
     `needs`: GPU type -> (padded MiB, predicted seconds alone), as its filter estimated.
     `since`: when it was first refused (waiters are served oldest first).
-    `pod`: namespace/name, for operators. `gpus`: GPUs of one node it needs at once.
+    `pod`: namespace/name, for operators. `gpus`: GPUs of one node it needs at once;
+    `members`: a gang waits as one waiter of that many members, each on `gpus` GPUs of
+    one node.
     """
 
     uid: str
@@ -283,6 +302,7 @@ class Waiter(NamedTuple):
     needs: Mapping[str, tuple[float, float]]
     pod: str = ""
     gpus: int = 1
+    members: int = 1
 
     @property
     def shortest_s(self) -> float:

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from extender.errors import BadRequest
+from extender.wire.gangs import group_of
 from extender.model import RESOURCE_GPU, NodeGpus, PodInfo
 from extender.wire.node_labels import gpus_from_node, shown
 
@@ -210,7 +211,8 @@ def decode_pod(pod: Any) -> PodInfo:
     if not isinstance(annotations, dict):
         raise BadRequest("Pod.metadata.annotations must be an object")
     try:
-        gpus, owner = gpus_requested(pod.get("spec")), controller_of(meta)
+        spec = pod.get("spec")
+        gpus, owner, group = gpus_requested(spec), controller_of(meta), group_of(meta, spec)
     except ValueError as exc:
         raise BadRequest(f"Pod: {exc}") from exc
     return PodInfo(
@@ -218,7 +220,7 @@ def decode_pod(pod: Any) -> PodInfo:
         name=require_name(meta.get("name"), "Pod.metadata.name"),
         namespace=require_name(meta.get("namespace"), "Pod.metadata.namespace", DNS_LABEL,
                                required=False) or "default",
-        annotations=annotations, gpus=gpus, owner=owner,
+        annotations=annotations, gpus=gpus, owner=owner, group=group,
     )
 
 
