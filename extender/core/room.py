@@ -136,7 +136,9 @@ def held_gpus(snapshot: ClusterSnapshot, limits: Limits, alphas: Alphas, uid: st
             table.gpu_free[candidate], table.gpu_capacity[candidate], row_mib[candidate],
             row_limit[candidate], alpha[candidate])
         row_seconds = seconds[table.gpu_layout]
-        if waiter.gpus > 1:
+        if waiter.members > 1:
+            rows_held, soonest = _soonest_members(table, wait, waiter.gpus, waiter.members)
+        elif waiter.gpus > 1:
             rows_held, soonest = _soonest_together(table, wait, row_seconds, waiter.gpus)
         else:
             soonest = wait.min()
@@ -179,6 +181,23 @@ def _soonest_together(table: GpuTable, wait: np.ndarray, row_seconds: np.ndarray
     tied = last[wait[last] == soonest]
     node = int(table.gpu_node[tied[row_seconds[tied] == row_seconds[tied].min()][0]])
     return ordered[(nodes == node) & (rank < gpus)], float(soonest)
+
+
+def _soonest_members(table: GpuTable, wait: np.ndarray, gpus: int,
+                     members: int) -> tuple[np.ndarray, float]:
+    """For a gang of `members` members on `gpus` GPUs of one node each: the member slots
+    (per node, its soonest GPUs taken `gpus` at a time) that fit soonest, all their rows
+    and when the last of them fits (inf: the nodes have too few slots)."""
+    ordered = np.lexsort((table.gpu_index, wait, table.gpu_node))  # node, soonest, index
+    nodes = table.gpu_node[ordered]
+    rank = np.arange(len(ordered)) - np.searchsorted(nodes, nodes, side="left")
+    ends = np.flatnonzero((rank + 1) % gpus == 0)  # a member's last GPU, as positions
+    ends = ends[wait[ordered[ends]] < math.inf]
+    if len(ends) < members:
+        return ends[:0], math.inf
+    chosen = ends[np.argsort(wait[ordered[ends]], kind="stable")[:members]]
+    positions = (chosen[:, None] - np.arange(gpus)[None, :]).ravel()
+    return ordered[positions], float(wait[ordered[chosen]].max())
 
 
 def held_from(node: NodeState, need: Need, limits: Limits, holds: Holds) -> list[int]:
