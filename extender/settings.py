@@ -81,6 +81,13 @@ Environment variables (the manifests in k8s/ use exactly these names):
     EXTENDER_AGENT_TIMEOUT_S       monitor: how long a node agent may take to answer a
                                    hand-over before the reservation is released (default
                                    300, HAMi's own node lock timeout)
+    EXTENDER_GANG_PLAN_TTL_S       a gang's plan (every member's GPUs, reserved at once when
+                                   its first member is filtered) is released whole unless
+                                   every member binds within this (default 360: the in-tree
+                                   GangScheduling Permit waits 5 minutes)
+    EXTENDER_GANG_NETWORK_GBPS     each node's network link in Gb/s, as the ring all-reduce
+                                   of a gang spread over nodes uses it (default 25: a common
+                                   data-centre NIC; extender/core/gang_plan.py)
     EXTENDER_NODE_WATCH            1 (default) to watch nodes through the API when a cluster
                                    is reachable, 0 to rely on request bodies only
     EXTENDER_DECLARED_DEFAULT_S    seconds a declared-memory pod is expected to run when it
@@ -175,6 +182,8 @@ class Settings:
     node_watch: bool = True
     node_agent: str = "none"
     agent_timeout_s: float = 300.0
+    gang_plan_ttl_s: float = 360.0
+    gang_network_gbps: float = 25.0
     log_level: str = "INFO"
     bind_address: str = "0.0.0.0:8888"
     workers: int = 2
@@ -216,6 +225,9 @@ class Settings:
             bind_mode=_choice(env, "EXTENDER_BIND", "api", BIND_MODES),
             node_agent=_choice(env, "EXTENDER_NODE_AGENT", "none", NODE_AGENTS),
             agent_timeout_s=_number(env, "EXTENDER_AGENT_TIMEOUT_S", 300.0, float, 1, 86400),
+            gang_plan_ttl_s=_number(env, "EXTENDER_GANG_PLAN_TTL_S", 360.0, float, 5, 86400),
+            gang_network_gbps=_number(env, "EXTENDER_GANG_NETWORK_GBPS", 25.0, float, 0.1,
+                                      10_000),
             collocation=Limits(_number(env, "EXTENDER_COLLOCATION_LIMIT", 4, int, 1,
                                        MAX_COLLOCATION),
                                _limits(get("EXTENDER_COLLOCATION_LIMITS", ""))),

@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from extender.core.annotations import MAX_GPUS
+from extender.wire.gangs import MAX_GANG
 from extender.model import JobRecord, NodeGpus, QueuedJob, Waiter
 from extender.wire.node_labels import MAX_GPU_MEMORY_MIB, MAX_GPUS_PER_NODE, MAX_REPLICAS
 
@@ -37,10 +38,13 @@ def live_waiters(raw: list[str], now: float) -> tuple[Waiter, ...]:
                 continue
             needs = {str(t): (float(m), float(s)) for t, (m, s) in entry["needs"].items()}
             gpus, since = int(entry.get("gpus", 1)), float(entry["since"])
-            if not 1 <= gpus <= MAX_GPUS or not math.isfinite(since) or not all(
+            members = int(entry.get("members", 1))
+            if not 1 <= gpus <= MAX_GPUS or not 1 <= members <= MAX_GANG \
+                    or not math.isfinite(since) or not all(
                     0 < m <= MAX_GPU_MEMORY_MIB and 0 <= s < math.inf for m, s in needs.values()):
                 continue  # not what filter writes: no hold for it, no line in a report
-            waiter = Waiter(str(entry["uid"]), since, needs, str(entry.get("pod", "")), gpus)
+            waiter = Waiter(str(entry["uid"]), since, needs, str(entry.get("pod", "")), gpus,
+                            members)
             waiters[waiter.uid] = waiter
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             continue

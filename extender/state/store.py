@@ -99,6 +99,7 @@ from extender.model import (
     Reservation, Waiter,
 )  # fmt: skip
 from extender.state import lua
+from extender.state.gang_store import GangStore
 from extender.state.records import (
     alphas_from_pairs, as_mapping, floors_from_pairs, gpu_list, job_from_mapping, job_from_pairs,
     layout_from_json, layout_from_row, live_waiters, queued_jobs, reading,
@@ -174,6 +175,8 @@ def _record_payload(record: FilterRecord) -> bytes:
                               "groups": [[row, names] for row, names in groups.items()]}
     if record.held:
         stored["held"] = {n: list(indices) for n, indices in record.held.items()}
+    if record.gang:
+        stored["gang"] = record.gang
     return orjson.dumps(stored)
 
 
@@ -223,6 +226,7 @@ class RedisStore:
         self._raise_floor = client.register_script(lua.RAISE_FLOOR)
         self._raises_reset = client.register_script(lua.RAISES_RESET)
         self._grow_beside = client.register_script(lua.GROW_BESIDE)
+        self.gangs = GangStore(client, self._call)
         self._layout_cache: tuple[str | None, dict[str, NodeGpus]] = (None, {})
         self._timeout_s = client.connection_pool.connection_kwargs.get("socket_timeout") or 1.0
         self._mirror = QueueMirror()
@@ -607,7 +611,8 @@ class RedisStore:
         if waiter is not None:
             expires_at = now + wait_ttl_s
             entry = {"uid": waiter.uid, "pod": waiter.pod, "since": waiter.since,
-                     "expires_at": expires_at, "needs": waiter.needs, "gpus": waiter.gpus}
+                     "expires_at": expires_at, "needs": waiter.needs, "gpus": waiter.gpus,
+                     "members": waiter.members}
             self._wait(keys=[WAITING_KEY], client=pipe, args=[
                 waiter.uid, now, orjson.dumps(entry), repr(float(waiter.since)),
                 repr(float(expires_at)), repr(waiter.shortest_s)])
@@ -696,7 +701,8 @@ class RedisStore:
             return FilterRecord(
                 PodDemand(**stored["demand"]),
                 {n: layout_from_row(row) for row, names in stored.get("groups", ()) for n in names},
-                {n: tuple(int(i) for i in held) for n, held in stored.get("held", {}).items()})
+                {n: tuple(int(i) for i in held) for n, held in stored.get("held", {}).items()},
+                str(stored.get("gang") or ""))
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             return None
 
