@@ -44,8 +44,9 @@ from extender.core.interference import alphas_for
 from extender.core.job import Assessment, NotOurs, PodJob, Refused
 from extender.core.room import SHORT_HOLDS
 from extender.errors import Conflict, StoreUnavailable
+from extender.gang_verbs import Gangs, SizeReader
 from extender.model import (
-    FilterRecord, Need, NodeGpus, PodDemand, PodInfo, Reservation, Verdict,
+    FilterRecord, JobRecord, Need, NodeGpus, PodDemand, PodInfo, Reservation, Verdict,
 )  # fmt: skip
 from extender.registry import ModelRegistry
 from extender.settings import Settings
@@ -101,7 +102,8 @@ class _Cycle:
 class Scheduler:
     def __init__(self, settings: Settings, store: RedisStore, estimator: Estimator,
                  binder: BindTarget = RECORD_ONLY,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 group_sizes: SizeReader | None = None) -> None:
         self.settings = settings
         self.store = store
         self.estimator = estimator
@@ -113,11 +115,19 @@ class Scheduler:
         self._pods = binder if isinstance(binder, PodReader) else None
         self._cycle: _Cycle | None = None  # the pod filtered last
         self._cycle_lock = threading.Lock()  # pricing ahead swaps the cycle it priced only
+        self.gangs = Gangs(settings, store, self._assess, group_sizes, clock,
+                           self.sizer.gradient_mib)
 
-    def filter(self, pod: PodInfo, nodes: NodeLayoutsByName) -> filtering.FilterDecision:
+    def filter(self, pod: PodInfo, nodes: NodeLayoutsByName,
+               plan_over: NodeLayoutsByName | None = None) -> filtering.FilterDecision:
         """In names mode the record bind reads (the pod's demand) does not depend on the
         decision: it is written in the snapshot's round trip, and again only when the
-        decision adds to it (holds, a wait, decisions told)."""
+        decision adds to it (holds, a wait, decisions told). A pod of a gang is placed by
+        its gang's plan (`extender.gang_verbs`; `plan_over`: the nodes to plan it over when
+        the request names fewer)."""
+        if pod.group is not None:
+            self._set_cycle(None)
+            return self.gangs.filter(pod, nodes, plan_over)
         with_read = not any(nodes.values())
         assessment = self._assess(pod, nodes, record_with_read=with_read)
         decision = filtering.decide_filter(assessment, nodes, self.settings)
@@ -217,9 +227,13 @@ class Scheduler:
     def release(self, pod: PodInfo, node: str) -> None:
         """Volcano's deallocate event: drop only what its allocate reserved for the pod on
         `node` and nobody confirmed (a kube-scheduler bind, a placement elsewhere or one
-        seen bound stay; the monitor releases those when the pod goes)."""
+        seen bound stay; the monitor releases those when the pod goes). For a member of a
+        gang, Volcano took the gang back (not ready in its session): its plan goes whole."""
         self._set_cycle(None)
         self.store.release_placement(pod.uid, node, VOLCANO_ALLOCATE)
+        if pod.group is not None:  # Volcano took its gang back: the plan goes whole
+            self.gangs.release(f"{pod.namespace}/{pod.group.name}", "deallocated",
+                               only_partial=False)
 
     def _place(self, pod: PodInfo, node: str, filtered: FilterRecord, source: str,
                binder: BindTarget | None, containers: tuple[int, ...] = ()) -> dict[str, str]:
@@ -229,6 +243,8 @@ class Scheduler:
         (`containers`: each one's nvidia.com/gpu) through its device plugin."""
         self._set_cycle(None)  # queues change here: the next prioritize reads them again
         now = self.clock()
+        if filtered.gang:
+            return self._place_member(pod, node, filtered, source, binder, containers, now)
         snapshot = self.store.snapshot({node: filtered.layouts.get(node)}, now,
                                        vet=binding.trusted_layout, waiters=NO_WAITERS,
                                        floors_of=filtered.demand)
@@ -275,6 +291,55 @@ class Scheduler:
             self.store.tell(decisions.reserved(pod.namespace, pod.name, reservation, gpus, need),
                             self.clock(), self.settings.decision_repeat_s)
         return annotations
+
+    def _place_member(self, pod: PodInfo, node: str, filtered: FilterRecord, source: str,
+                      binder: BindTarget | None, containers: tuple[int, ...],
+                      now: float) -> dict[str, str]:
+        """`_place` for a member of a gang: it takes its slot of the gang's plan; a member
+        that fails to bind breaks the plan, which is released whole."""
+        demand, gang = filtered.demand, filtered.gang
+        record = JobRecord(uid=pod.uid, pod=pod.name, namespace=pod.namespace,
+                           model=demand.model, task=demand.task, node=node, gpu_index=-1,
+                           reserved_mib=0.0, predicted_s=0.0, state="reserved",
+                           reserved_at=now, batch=demand.batch, units=demand.units)
+        reservation = self.gangs.take(gang, record, now, self.settings.reservation_ttl_s,
+                                      source)
+        held = self.store.job(pod.uid)
+        if held is None:
+            raise Conflict(f"pod {pod.namespace}/{pod.name}: its gang's reservation is gone")
+        need = Need(held.reserved_mib, held.predicted_s, gpus=len(reservation.gpus))
+        gpus = self.store.node_layouts().get(node)
+        annotations = binding.pod_annotations(reservation, need, self.settings.signing_key)
+        try:
+            handover = {} if gpus is None else self._agent_annotations(
+                reservation, gpus, need, containers, now)
+            annotations.update(handover)
+            if reservation.new and handover:
+                self.store.note_handover(pod.uid, hami.handed_uuids(handover), now)
+            if binder is not None:
+                binder.bind(pod.namespace, pod.name, pod.uid, node, annotations)
+        except Exception:
+            if reservation.new:
+                self.store.release_placement(pod.uid, node, source)
+                self.gangs.release(gang, "a member failed to bind", only_partial=False)
+            raise
+        if binder is not None and not self.store.confirm_bind(reservation, self.clock()):
+            log.warning("reservation of %s expired before bind confirmed", pod.uid)
+        if reservation.new and gpus is not None:
+            self.store.tell(decisions.reserved(pod.namespace, pod.name, reservation, gpus, need),
+                            self.clock(), self.settings.decision_repeat_s)
+        return annotations
+
+    def plan_nodes(self, nodes: NodeLayoutsByName) -> NodeLayoutsByName:
+        """Every node the node watcher knows, and `nodes`: what a gang asked about one node
+        at a time (Volcano's predicate) is planned over."""
+        return {**dict.fromkeys(self.store.node_names()), **nodes}
+
+    def gang_ready(self, namespace: str, name: str) -> bool:
+        """Volcano's jobReady: a gang we planned is ready once every member took its slot;
+        one we did not plan is not ours to hold back."""
+        gang = f"{namespace}/{name}"
+        return not self.store.gangs.planned(gang) or self.store.gangs.complete(gang)
 
     def _agent_annotations(self, reservation: Reservation, gpus: NodeGpus, need: Need,
                            containers: tuple[int, ...], now: float) -> dict[str, str]:

@@ -111,6 +111,14 @@ class Sizer:
                               family_seen=False, estimate_mib=padded, basis="transformer")
         return needs
 
+    def gradient_mib(self, demand: PodDemand) -> float:
+        """MiB a data-parallel training step all-reduces (the model's parameters as the
+        feature table has them); 0 when the table does not know the model."""
+        try:
+            return float(self.estimator.table.job_features(demand.model, demand.task, 1).params_mb)
+        except (KeyError, ValueError, EstimatorError):
+            return 0.0
+
     def _replica_buffers(self, demand: PodDemand) -> float:
         """MiB a data-parallel replica holds beyond its share of the batch."""
         if demand.task != "train":

@@ -24,7 +24,7 @@ from kubernetes.client.exceptions import ApiException
 
 from extender.core.binding import LivePod
 from extender.errors import BindFailed, Conflict
-from extender.wire import hami
+from extender.wire import gangs, hami
 from extender.wire.objects import container_gpus, controller_of, gpus_requested
 
 log = logging.getLogger(__name__)
@@ -150,6 +150,38 @@ class NodeLocks:
         except (ApiException, orjson.JSONDecodeError, IndexError) as exc:
             log.warning("could not release node lock of %s: %s", node, type(exc).__name__)
             return False
+
+
+class PodGroupSizes:
+    """Reads how many members a gang has from its PodGroup object (`extender.wire.gangs`),
+    each group's answer kept `keep_s` seconds: a gang's members are filtered together, and
+    an infeasible in-tree gang is retried in a tight loop."""
+
+    def __init__(self, api: client.CustomObjectsApi | None = None, keep_s: float = 15.0) -> None:
+        self._api = api or client.CustomObjectsApi()
+        self._keep_s = keep_s
+        self._known: dict[tuple[str, str, str], tuple[float, int]] = {}
+
+    def size(self, kind: str, namespace: str, name: str) -> int:
+        """Raises LookupError when the PodGroup does not exist or cannot be read, ValueError
+        when it names no size."""
+        key, now = (kind, namespace, name), time.monotonic()
+        known = self._known.get(key)
+        if known is not None and now - known[0] < self._keep_s:
+            return known[1]
+        api = gangs.POD_GROUP_APIS[kind]
+        try:
+            group = self._api.get_namespaced_custom_object(api.group, api.version, namespace,
+                                                           api.plural, name)
+        except ApiException as exc:
+            said = "does not exist" if exc.status == 404 else f"unreadable ({exc.status})"
+            raise LookupError(f"PodGroup {namespace}/{name} ({api.group}/{api.version}) "
+                              f"{said}") from exc
+        size = gangs.size_of_pod_group(kind, group)
+        if len(self._known) > 4096:
+            self._known.clear()
+        self._known[key] = (now, size)
+        return size
 
 
 def pod_json(api: client.CoreV1Api, namespace: str, name: str) -> dict[str, Any] | None:

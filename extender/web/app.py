@@ -28,6 +28,7 @@ from extender.web.known_nodes import KnownNodeObjects
 from extender.web.ahead import PricedAhead
 from extender.web.http_io import respond
 from extender.cluster.binders import RECORD_ONLY, BindTarget
+from extender.gang_verbs import SizeReader
 from extender.service import Scheduler
 from extender.settings import Settings
 from extender.wire.objects import NodeLayouts
@@ -45,7 +46,8 @@ def create_app(settings: Settings | None = None, binder: BindTarget | None = Non
     estimator = estimator or Estimator.load(settings.models_dir, design=settings.estimator_design)
     estimator.warm()
     binder = binder or _binder(settings)
-    scheduler = Scheduler(settings, store, estimator, binder, **({"clock": clock} if clock else {}))
+    scheduler = Scheduler(settings, store, estimator, binder, **({"clock": clock} if clock else {}),
+                          group_sizes=_group_sizes(binder))
     try:  # models registered at run time, warmed before any request
         scheduler.registry.sync()
     except (StoreUnavailable, EstimatorError) as exc:  # a request follows the registry then
@@ -86,6 +88,15 @@ def create_app(settings: Settings | None = None, binder: BindTarget | None = Non
                                       "client_auth": auth.describe(settings),
                                       "design": settings.estimator_design})
     return app
+
+
+def _group_sizes(binder: BindTarget) -> SizeReader | None:
+    """PodGroups are read where the API server is (the cluster's Binder): a gang's size."""
+    if binder is RECORD_ONLY:
+        return None
+    from extender.cluster import kube  # noqa: PLC0415
+
+    return kube.PodGroupSizes().size if isinstance(binder, kube.Binder) else None
 
 
 def _binder(settings: Settings) -> BindTarget:

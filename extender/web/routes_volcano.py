@@ -1,4 +1,5 @@
-"""Volcano extender-plugin verbs under /volcano: predicate, prioritize, allocate, deallocate."""
+"""Volcano extender-plugin verbs under /volcano: predicate, prioritize, allocate, deallocate,
+jobReady."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ log = logging.getLogger(__name__)
 @timed("volcano_predicate")
 def predicate() -> Response:
     pod, nodes = wire_volcano.decode_predicate(read_json(), node_layouts())
-    decision = scheduler().filter(pod, nodes)
+    plan_over = scheduler().plan_nodes(nodes) if pod.group is not None else None
+    decision = scheduler().filter(pod, nodes, plan_over)
     count_filter("volcano_predicate", decision)
     (verdict,) = decision.verdicts.values()
     return respond(wire_volcano.encode_predicate(verdict))
@@ -49,6 +51,15 @@ def deallocate() -> Response:
     args = wire_volcano.decode_event(read_json())
     scheduler().release(args.pod, args.node_name)
     return respond({})
+
+
+@bp.post("/jobReady")
+@timed("volcano_job_ready")
+def job_ready() -> Response:
+    """Whether a gang we planned may start: every member allocated its slot (a job we did
+    not plan is not held back)."""
+    namespace, name = wire_volcano.decode_job(read_json())
+    return respond(wire_volcano.encode_job_ready(scheduler().gang_ready(namespace, name)))
 
 
 @bp.errorhandler(ExtenderError)

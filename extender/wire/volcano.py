@@ -9,6 +9,8 @@ Requests carry json tags in lower case, while the embedded ``TaskInfo`` and
 * prioritize ``{"task", "nodes"}`` -> ``{"nodeScore": {node: float}, "errorMessage"}``.
 * allocateFunc / deallocateFunc ``{"task"}`` (TaskInfo with ``NodeName``): Volcano
   placed or removed the task; we record or release its reservation.
+* jobReady ``{"job"}`` (JobInfo: ``Namespace``, ``Name``, the PodGroup's) ->
+  ``{"status": bool}``: whether the job may start.
 """
 
 from __future__ import annotations
@@ -133,3 +135,14 @@ def encode_prioritize_request(pod: Mapping[str, Any],
 def encode_event_request(pod: Mapping[str, Any], node_name: str) -> dict[str, Any]:
     """The allocate / deallocate event ``{"task"}``: `pod` placed on (or taken off) `node_name`."""
     return {"task": encode_task_info(pod, node_name)}
+
+
+def decode_job(body: Any) -> tuple[str, str]:
+    """A jobReady request's job: (namespace, name of its PodGroup)."""
+    job = require_object(require_object(body, "body").get("job"), "job")
+    namespace = require_name(job.get("Namespace"), "job.Namespace", DNS_LABEL, required=False)
+    return namespace or "default", require_name(job.get("Name"), "job.Name")
+
+
+def encode_job_ready(ready: bool) -> dict[str, Any]:
+    return {"status": ready}
