@@ -11,6 +11,7 @@ extender over HTTP, with baselines in the same run, world and arrivals.
     schedtune replay --world perturbed --world-seed 2 --shuffle 5 --jobs-out jobs.csv
     schedtune replay --combine base.json variant.json --reference ours@variant
     schedtune replay --combine startup10.json startup10.1.json --pool
+    schedtune replay --workload gangs --orders 5 --json      # gangs beside single pods
 
 Starts an embedded Redis (or uses REDIS_URL) and the extender app on 127.0.0.1 with its
 clock on simulated time. Ours is the extender as the environment's ``EXTENDER_*`` variables
@@ -32,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from estimator.data import DEFAULT_DATA_DIR  # noqa: E402
 from estimator.errors import EstimatorError  # noqa: E402
-from extender.settings import SettingsError  # noqa: E402
-from replay import openb  # noqa: E402
+from extender.settings import Settings, SettingsError  # noqa: E402
+from replay import gangs, openb  # noqa: E402
 from replay.combine import combine  # noqa: E402
 from replay.folds import default_cache, train_folds  # noqa: E402
 from replay.orders import run_orders, summarise  # noqa: E402
@@ -53,7 +54,7 @@ DEFAULT_POLICIES = ("default", "schedtune-paper", "gavel-like", "declared", "ora
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workload", choices=("paper", "generated", "openb", "auto"),
+    parser.add_argument("--workload", choices=("paper", "generated", "openb", "gangs", "auto"),
                         default="auto", help="auto: paper when the reference data is present")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--world", choices=("auto", *WORLDS), default="auto",
@@ -74,8 +75,16 @@ def _parser() -> argparse.ArgumentParser:
                         f"{openb.NODE_FILE} and {openb.POD_FILE}")
     parser.add_argument("--pod-file", default=openb.POD_FILE,
                         help="openb: which pod list of the trace directory")
-    parser.add_argument("--jobs", type=int, default=1000, help="generated workload size")
-    parser.add_argument("--rate", type=float, default=10.0, help="generated: jobs per minute")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="generated workload size (default 1000; gangs 240)")
+    parser.add_argument("--rate", type=float, default=None,
+                        help="generated: jobs per minute (default 10; gangs 2)")
+    parser.add_argument("--gang-fraction", type=float, default=0.25,
+                        help="gangs: share of the arrivals that are gangs")
+    parser.add_argument("--network-gbps", type=float, default=gangs.NETWORK_GBPS,
+                        help="gangs: each node's network link, Gb/s")
+    parser.add_argument("--max-gang-gpus", type=int, default=gangs.MAX_GANG_GPUS,
+                        help="gangs: GPUs of the largest gang")
     parser.add_argument("--train-fraction", type=float, default=0.3)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--shuffle", type=int, metavar="SEED",
@@ -210,7 +219,13 @@ def main(argv: list[str] | None = None) -> int:
         if given:
             parser.error(f"--combine replays nothing: leave out {', '.join(given)}")
         return _combine(args)
+    if args.jobs is None:
+        args.jobs = 240 if args.workload == "gangs" else 1000
+    if args.rate is None:
+        args.rate = 2.0 if args.workload == "gangs" else 10.0
     _validate(parser, args)
+    if args.workload == "gangs":
+        return _gangs(parser, args)
     try:
         workload, jobs, nodes, world = _workload(parser, args)
         scenario = _scenario(args, workload) if world is None else Scenario(
@@ -233,6 +248,61 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(report, indent=2) if args.json else as_text(report))
+    return 0
+
+
+def _gangs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """Gangs beside single pods (`replay.gangs`): ours, one-at-a-time and gang-blind over
+    `--orders` shuffled orders; the report's `policies`: each figure's median."""
+    if args.policies != list(DEFAULT_POLICIES):
+        parser.error(f"--workload gangs replays {', '.join(gangs.GANG_POLICIES)}: leave out "
+                     "--policies")
+    if args.world not in ("auto", "predicted", "perturbed") or args.jobs_file \
+            or args.plots or args.jobs_out or args.sensitivity:
+        parser.error("--workload gangs: --world predicted or perturbed only; no --jobs-file, "
+                     "--plots, --jobs-out or --sensitivity")
+    if not 0 <= args.gang_fraction <= 1 or not 0.1 <= args.network_gbps <= 10_000 \
+            or not 2 <= args.max_gang_gpus <= 1024:
+        parser.error("--gang-fraction 0..1, --network-gbps 0.1..10000, --max-gang-gpus 2..1024")
+    try:
+        nodes = cluster_from_file(args.cluster_file, parse_collocation(args.collocation)) \
+            if args.cluster_file else parse_cluster(args.cluster or gangs.GANG_CLUSTER,
+                                                     parse_collocation(args.collocation))
+        settings = Settings.from_env(dict(extender_env(os.environ)))
+    except (ReplayError, SettingsError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    # The predictors' world (no reference data needed: it holds none of these GPU types).
+    world_name = "perturbed" if args.world == "auto" else args.world
+    scenario = Scenario(world=world_name, data_dir=None, world_seed=args.world_seed,
+                        startup_s=args.startup, startup_shares=not args.startup_alone,
+                        interference=args.interference)
+    world = scenario.build_world({n.gpu_type for n in nodes})
+    jobs = gangs.gang_workload(args.jobs, args.rate, args.seed, args.gang_fraction, nodes,
+                               args.train_fraction, args.max_gang_gpus, world.estimator)
+
+    def progress(done: dict) -> None:
+        figures = ", ".join(f"{p} {r['deadlocks']}/{r['makespan_s']:.0f}/{r['avg_jct_s'] or 0:.0f}"
+                            for p, r in done["policies"].items())
+        print(f"order {done['order']}: deadlocks/makespan/avg JCT {figures}", file=sys.stderr,
+              flush=True)
+
+    per_order = gangs.run_gang_orders(jobs, nodes, world, settings, args.orders,
+                                      args.network_gbps, progress=progress)
+    policies = gangs.medians(per_order)
+    sized = [j for j in jobs if j.size > 1]
+    report = {"workload": f"gangs, {args.orders or 1} order(s)", "jobs": len(jobs),
+              "gangs": len(sized), "orders": args.orders or 1,
+              "gang_workers": [min(j.size for j in sized), max(j.size for j in sized)]
+              if sized else [], "gang_gpus_max": max((j.size * j.gpus for j in sized),
+                                                     default=0),
+              "network_gbps": args.network_gbps, "cluster": describe_cluster(nodes),
+              **world.describe(), **scenario.describe(), "seed": args.seed,
+              "gang_fraction": args.gang_fraction, "rate_per_min": args.rate,
+              "rendezvous_timeout_s": gangs.RENDEZVOUS_TIMEOUT_S,
+              "policies": policies, "ours_vs_gang_blind_pct": gangs.gains(policies),
+              "versus": summarise(per_order)["versus"], "per_order": per_order}
+    print(json.dumps(report, indent=2) if args.json else gangs.render(report))
     return 0
 
 
