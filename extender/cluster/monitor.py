@@ -75,6 +75,7 @@ from extender.registry import ModelRegistry
 from extender.settings import Settings
 from extender.sizing import Sizer
 from extender.wire import gpushare, hami
+from extender.state.gang_store import GANG_PLACEHOLDER
 from extender.state.store import NO_WAITERS, RedisStore
 
 log = logging.getLogger(__name__)
@@ -120,6 +121,8 @@ class Monitor:
             live.add(pod_uid(pod))
             self.on_event("ADDED", pod)
         for job in self.store.jobs():
+            if job.uid.startswith(GANG_PLACEHOLDER):
+                continue  # a gang plan's slot no pod took yet: it expires with the plan
             if job.uid not in live and job.reserved_at < listed_at - self.grace_s:
                 self._isolated(self._release_vanished, job)
 
@@ -240,6 +243,9 @@ class Monitor:
             self._requeue_waiters(released)
 
     def _finish(self, facts: PodFacts, outcome: str) -> None:
+        if facts.gang and self.store.gangs.release(facts.gang, only_partial=True) > 0:
+            log.info("gang plan released: it lost a member before it was whole",
+                     extra={"gang": facts.gang, "pod": facts.name, "outcome": outcome})
         released = self.store.release(facts.uid)
         if released is None:
             return

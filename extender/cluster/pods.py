@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from extender.wire.gangs import group_of
 from extender.model import GPU_MEMORY, MODEL
 from extender.wire.objects import controller_of, gpus_requested
 
@@ -58,6 +59,7 @@ class PodFacts:
     gpus: int = 0  # nvidia.com/gpu its containers request
     owner: str = ""  # kind/name of its controller
     ram_kills: tuple[str, ...] = ()  # one id per container instance OOMKilled (RAM limit)
+    gang: str = ""  # namespace/name of the gang it is a member of ("" none)
 
 
 def _instant(text: Any) -> float:
@@ -67,6 +69,16 @@ def _instant(text: Any) -> float:
         return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return 0.0
+
+
+def _gang(meta: dict[str, Any], spec: Any) -> str:
+    """namespace/name of the pod's gang; "" for none, or a reference that is not one (its
+    filter refused it: no plan of it exists)."""
+    try:
+        group = group_of(meta, spec)
+    except ValueError:
+        return ""
+    return f"{meta.get('namespace', 'default')}/{group.name}" if group is not None else ""
 
 
 def pod_uid(pod: Mapping[str, Any]) -> str:
@@ -111,6 +123,7 @@ def pod_facts(pod: Mapping[str, Any]) -> PodFacts | None:
         scheduler=str(spec.get("schedulerName") or ""),
         deleting=bool(meta.get("deletionTimestamp")),
         gpus=_gpus(spec), owner=controller_of(meta), ram_kills=tuple(dict.fromkeys(ram)),
+        gang=_gang(meta, spec),
     )  # fmt: skip
 
 

@@ -20,6 +20,7 @@ from extender.state import gang_lua
 from extender.state.records import gpu_list
 
 PLAN_PREFIX = "st:gang:"
+GANG_PLACEHOLDER = "gang:"  # the UIDs of plans' placeholders (and gangs' waiters) start so
 
 
 def plan_key(gang: str) -> str:
@@ -29,12 +30,12 @@ def plan_key(gang: str) -> str:
 
 def placeholder_prefix(gang: str) -> str:
     """The UIDs of a plan's placeholders, before the slot number."""
-    return f"gang:{gang}/"
+    return f"{GANG_PLACEHOLDER}{gang}/"
 
 
 def waiter_uid(gang: str) -> str:
     """The one waiter a gang that fits nowhere waits as."""
-    return f"gang:{gang}"
+    return f"{GANG_PLACEHOLDER}{gang}"
 
 
 @dataclass(frozen=True)

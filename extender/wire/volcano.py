@@ -146,3 +146,9 @@ def decode_job(body: Any) -> tuple[str, str]:
 
 def encode_job_ready(ready: bool) -> dict[str, Any]:
     return {"status": ready}
+
+
+def encode_job_info(namespace: str, name: str, min_available: int) -> dict[str, Any]:
+    """api.JobInfo as a jobReady request carries it (Go field names; the PodGroup's name)."""
+    return {"UID": f"{namespace}/{name}", "Name": name, "Namespace": namespace,
+            "MinAvailable": min_available}
