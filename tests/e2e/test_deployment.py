@@ -57,10 +57,11 @@ def test_annotated_pods_wait_while_the_extender_is_down_and_are_placed_once_it_i
     assert {j.pod for j in cluster.reservations()} >= {p["metadata"]["name"] for p in pods}
 
 
-@pytest.mark.parametrize("component", [None, "hami"])
-def test_every_object_of_the_kustomization_is_accepted_by_the_api_server(cluster, component):
+@pytest.mark.parametrize("components", [(), ("hami",), ("gang-scheduling",),
+                                        ("gang-scheduling", "hami")])
+def test_every_object_of_the_kustomization_is_accepted_by_the_api_server(cluster, components):
     base = cluster.deployment.manifests
-    objects = Manifests(base.binaries, base.workdir, component).objects
+    objects = Manifests(base.binaries, base.workdir, components).objects
     kinds = {o["kind"] for o in objects}
     assert {"Deployment", "StatefulSet", "Service", "Secret", "ConfigMap", "ClusterRole",
             "NetworkPolicy"} <= kinds, kinds
