@@ -23,14 +23,26 @@ from extender.core import decisions
 from extender.core.annotations import AnnotationError, parse_demand
 from extender.core.filtering import FilterDecision, decide_filter
 from extender.core.gang_plan import (
-    NO_COMMUNICATION, Communication, GangPlan, plan_gang, training_steps,
+    NO_COMMUNICATION,
+    Communication,
+    GangPlan,
+    plan_gang,
+    training_steps,
 )  # fmt: skip
 from extender.core.interference import alphas_for
 from extender.core.job import Assessment, PodJob
 from extender.errors import Conflict
 from extender.model import (
-    Decision, FilterRecord, GroupRef, JobRecord, NodeGpus, PodDemand, PodInfo, Reservation,
-    Verdict, Waiter,
+    Decision,
+    FilterRecord,
+    GroupRef,
+    JobRecord,
+    NodeGpus,
+    PodDemand,
+    PodInfo,
+    Reservation,
+    Verdict,
+    Waiter,
 )  # fmt: skip
 from extender.settings import Settings
 from extender.state.gang_store import GangView, waiter_uid
@@ -71,9 +83,15 @@ class Gangs:
         if demand is None:  # a member without our annotations: the gang scheduler's alone
             return FilterDecision(dict.fromkeys(nodes, Verdict(True)), passthrough=True)
         gang, now = gang_name(pod), self._clock()
-        view = self.store.gangs.claim(gang, pod.uid, now)
+        view = self.store.gangs.claim(gang, demand, now)
         if view.status == "slot":
             return self._on_slot(gang, view, demand, nodes, plan_over is None)
+        if view.status == "other":
+            assert view.plan is not None
+            return _refused(nodes, f"gang {gang}: its members must run the same job (the same "
+                                   "schedtune.io annotations and nvidia.com/gpu); this pod asks "
+                                   f"for another than the plan was made for: {view.plan['job']}",
+                            unresolvable=True)
         if view.status == "full":
             return _refused(nodes, f"gang {gang}: every member slot of its plan is taken by "
                                    "other pods; this pod is not one of its members")
@@ -101,7 +119,7 @@ class Gangs:
         except Conflict as exc:  # a GPU filled meanwhile: the next try plans again
             return _refused(nodes, str(exc))
         if status == "exists":  # another worker planned it first: take a slot of that one
-            view = self.store.gangs.claim(gang, pod.uid, now)
+            view = self.store.gangs.claim(gang, demand, now)
             if view.status != "slot":
                 return _refused(nodes, f"gang {gang}: planned by another request; retried")
             return self._on_slot(gang, view, demand, nodes, plan_over is None)

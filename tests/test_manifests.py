@@ -171,11 +171,24 @@ def test_volcano_snippet_names_our_verbs() -> None:
     (ext,) = [p for p in plugins if p["name"] == "extender"]
     args = ext["arguments"]
     assert args["extender.urlPrefix"].endswith("/volcano")
-    assert {args[k] for k in ("extender.predicateVerb", "extender.prioritizeVerb",
-                              "extender.allocateFuncVerb", "extender.deallocateFuncVerb")} == {
-        "predicate", "prioritize", "allocate", "deallocate"}
+    verbs = {args[k] for k in ("extender.predicateVerb", "extender.prioritizeVerb",
+                               "extender.allocateFuncVerb", "extender.deallocateFuncVerb",
+                               "extender.jobReadyVerb")}
+    assert verbs == {"predicate", "prioritize", "allocate", "deallocate", "jobReady"}
+    served = {r.rule.removeprefix("/volcano/") for r in _volcano_routes()}
+    assert verbs <= served
     # Volcano sends no client certificate: it goes through a TLS sidecar on loopback.
     assert args["extender.urlPrefix"].startswith("http://127.0.0.1:")
+
+
+def _volcano_routes() -> list:
+    from flask import Flask  # noqa: PLC0415
+
+    from extender.web import routes_volcano  # noqa: PLC0415
+
+    app = Flask("routes")
+    app.register_blueprint(routes_volcano.bp)
+    return [r for r in app.url_map.iter_rules() if r.rule.startswith("/volcano/")]
 
 
 # --- kustomization and generated secrets ----------------------------------------------------

@@ -30,8 +30,10 @@ end
 """
 
 CLAIM = PLAN_HELPERS + """
--- KEYS[1]: the plan. ARGV: member UID, now, placeholder UID prefix. The member's slot (its
--- own claim, else the first unclaimed one): {'slot', i, plan JSON, new claim 0/1};
+-- KEYS[1]: the plan. ARGV: member UID, now, placeholder UID prefix, the member's job (what
+-- it asks for, as text). The member's slot (its own claim, else the first unclaimed one):
+-- {'slot', i, plan JSON, new claim 0/1}; {'other', the plan's job}: it asks for another job
+-- than the plan was made for (a slot sized for that one);
 -- {'full', rev, nodes rev}: every slot claimed by others; {'none', rev, nodes rev}: no live
 -- plan (an expired one, or one whose unclaimed placeholder expired, is released whole).
 local uid, now, prefix = ARGV[1], tonumber(ARGV[2]), ARGV[3]
@@ -48,6 +50,7 @@ if (tonumber(plan.expires_at) or 0) <= now or size < 1 then
   local r = revs()
   return {'none', r[1], r[2]}
 end
+if plan.job ~= ARGV[4] then return {'other', plan.job or ''} end
 local free = nil
 for i = 0, size - 1 do
   local who = plan['slot:' .. i]
@@ -68,7 +71,8 @@ return {'slot', tostring(free), plan.plan, '1'}
 """
 
 RESERVE_PLAN = PLAN_HELPERS + """
--- KEYS[1]: the plan. ARGV[1]: JSON {now, ttl, uid (the member claiming slot 0), prefix,
+-- KEYS[1]: the plan. ARGV[1]: JSON {now, ttl, uid (the member claiming slot 0), job (what
+-- every member must ask for), prefix,
 -- waiter (the gang's waiter entry, gone once planned), plan (JSON text), slots: [{node,
 -- mib, fields, gpus: [[index, capacity MiB, collocation limit], ...]}]}. Every slot's GPUs
 -- or none: {'reserved'}; {'full', 'node:gpu:used MiB:jobs'}; {'exists'}: a live plan won.
@@ -123,7 +127,7 @@ for i, slot in ipairs(a.slots) do
   end
   redis.call('ZADD', 'st:jobs', now, uid)
 end
-redis.call('HSET', KEYS[1], 'plan', a.plan, 'size', tostring(#a.slots),
+redis.call('HSET', KEYS[1], 'plan', a.plan, 'job', a.job, 'size', tostring(#a.slots),
            'expires_at', tostring(expires), 'created_at', tostring(now), 'slot:0', a.uid)
 redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(a.ttl)) + 60)
 unwait(a.waiter)

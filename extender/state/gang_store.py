@@ -38,6 +38,13 @@ def waiter_uid(gang: str) -> str:
     return f"{GANG_PLACEHOLDER}{gang}"
 
 
+def job_of(member: PodDemand) -> str:
+    """What a member asks for, as the plan keeps it: every field of its demand but the
+    pod's identity (members of one gang run the same job)."""
+    job = {k: v for k, v in asdict(member).items() if k not in ("uid", "name", "owner")}
+    return orjson.dumps(job, option=orjson.OPT_SORT_KEYS).decode()
+
+
 @dataclass(frozen=True)
 class GangView:
     """What filter learns of a gang in one call. `status`: "slot" (the member's slot of a
@@ -45,7 +52,7 @@ class GangView:
     other members), "none" (no live plan); `revision`: the state's revision then ("none"
     and "full"), for answering a gang's repeated filters from its last refusal."""
 
-    status: str
+    status: str  # or "other": the pod asks for another job than the plan was made for
     slot: int = -1
     plan: dict[str, Any] | None = None
     claimed: bool = False
@@ -67,12 +74,14 @@ class GangStore:
         self._release = client.register_script(gang_lua.RELEASE_PLAN)
         self._client = client
 
-    def claim(self, gang: str, uid: str, now: float) -> GangView:
+    def claim(self, gang: str, member: PodDemand, now: float) -> GangView:
         """The member's slot in the gang's live plan (claiming a free one), or why none."""
-        status, first, *rest = self._call(self._claim, keys=[plan_key(gang)],
-                                          args=[uid, now, placeholder_prefix(gang)])
+        status, first, *rest = self._call(self._claim, keys=[plan_key(gang)], args=[
+            member.uid, now, placeholder_prefix(gang), job_of(member)])
         if status == "slot":
             return GangView("slot", int(first), orjson.loads(rest[0]), rest[1] == "1")
+        if status == "other":
+            return GangView("other", plan={"job": first})
         return GangView(str(status), revision=(str(first), str(rest[0])))
 
     def reserve(self, gang: str, plan: GangPlan, member: PodDemand, now: float,
@@ -94,7 +103,8 @@ class GangStore:
                              "mib": round(s.mib, 1)} for s in plan.slots],
                   "type": plan.gpu_type, "completion_s": round(plan.completion_s, 3),
                   "duration_s": round(plan.duration_s, 3)}
-        args = {"now": now, "ttl": ttl_s, "uid": member.uid, "prefix": placeholder_prefix(gang),
+        args = {"now": now, "ttl": ttl_s, "uid": member.uid, "job": job_of(member),
+                "prefix": placeholder_prefix(gang),
                 "waiter": waiter_uid(gang), "plan": orjson.dumps(stored).decode(),
                 "slots": slots}
         status, *detail = self._call(self._reserve, keys=[plan_key(gang)],

@@ -20,7 +20,6 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
-from extender.errors import BadRequest
 from extender.model import GANG, GANG_SIZE, GroupRef
 
 VOLCANO_GROUP = "scheduling.k8s.io/group-name"
@@ -64,14 +63,6 @@ def group_of(meta: dict[str, Any], spec: Any) -> GroupRef | None:
         return None
     return GroupRef("schedtune", _name(annotations[GANG], GANG),
                     gang_size(annotations.get(GANG_SIZE), GANG_SIZE))
-
-
-def group_of_pod(pod: Any) -> GroupRef | None:
-    """`group_of` for a whole pod object; BadRequest for a malformed reference."""
-    try:
-        return group_of(pod.get("metadata") or {}, pod.get("spec"))
-    except (ValueError, AttributeError) as exc:
-        raise BadRequest(f"Pod: {exc}") from exc
 
 
 def size_of_pod_group(kind: str, group: Any) -> int:

@@ -182,3 +182,10 @@ def test_settings_read_the_gang_variables() -> None:
                                   "EXTENDER_GANG_NETWORK_GBPS": "100"})
     assert (settings.gang_plan_ttl_s, settings.gang_network_gbps) == (60.0, 100.0)
     assert replace(settings, gang_plan_ttl_s=1).gang_plan_ttl_s == 1
+
+
+def test_a_member_asking_for_another_job_than_its_gang_is_refused(client, store) -> None:
+    _filter(client, _member("same", 2, 0), [FAST])
+    other = make_pod("same-1", model="vgg16", batch=64, **{GANG: "same", GANG_SIZE: "2"})
+    out = _filter(client, other, [FAST])
+    assert "must run the same job" in out["FailedAndUnresolvableNodes"]["fast"]
