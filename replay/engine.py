@@ -177,6 +177,11 @@ class Simulator:
         work = self.world.run_s(job, node.gpu_type)
         placement = Placement(job, node.name, gpus, now, true_mib, work, self.world.startup_s,
                               work, fails_at_left=-1.0 if fits else work * (1 - OOM_AT))
+        self._admit(placement, now, outcome)
+
+    def _admit(self, placement: Placement, now: float, outcome: Outcome) -> None:
+        """A placement made: on its GPUs, running (after start-up), and in the job's outcome."""
+        job = placement.job
         placement.working = self.world.startup_s <= 0
         for key in placement.keys:
             self.gpus[key].append(placement)
@@ -185,7 +190,7 @@ class Simulator:
         if outcome.placed_s is None:
             outcome.placed_s = now
             outcome.on_arrival = job.attempt == 0 and abs(now - job.arrival_s) <= EPS
-        outcome.node, outcome.gpus, outcome.last_placed_s = node.name, gpus, now
+        outcome.node, outcome.gpus, outcome.last_placed_s = placement.node, placement.gpus, now
         self._record(now)
         if placement.working:
             self.policy.started(placement, now)

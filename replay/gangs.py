@@ -305,18 +305,7 @@ class GangSimulator(Simulator):
                                   self.world.startup_s, work,
                                   fails_at_left=-1.0 if fits else work * (1 - OOM_AT),
                                   members=members, compute_s=compute, comm_s=comm, mib=mib)
-        placement.working = self.world.startup_s <= 0
-        for k in placement.keys:
-            self.gpus[k].append(placement)
-            self._speeds.pop(k, None)
-        self.running.append(placement)
-        if outcome.placed_s is None:
-            outcome.placed_s = now
-            outcome.on_arrival = job.attempt == 0 and abs(now - job.arrival_s) <= EPS
-        outcome.node, outcome.gpus, outcome.last_placed_s = first[0], first[1], now
-        self._record(now)
-        if placement.working:
-            self.policy.started(placement, now)
+        self._admit(placement, now, outcome)
 
     def _gpu_speeds(self, key: tuple[str, int]) -> dict[int, float]:
         cached = self._speeds.get(key)

@@ -44,6 +44,11 @@ def filter_args(pod: dict[str, Any], nodes: list[dict[str, Any]],
     return encode_extender_args(pod, nodes)
 
 
+def passed_nodes(filter_result: dict[str, Any]) -> list[str]:
+    """The node names a full-nodes filter answer passed, in order."""
+    return [n["metadata"]["name"] for n in (filter_result["Nodes"] or {}).get("items", [])]
+
+
 def bind_args(pod: dict[str, Any], node: str) -> dict[str, str]:
     return encode_binding_args(pod, node)
 

@@ -88,16 +88,7 @@ for _, slot in ipairs(a.slots) do
   for _, gpu in ipairs(slot.gpus) do
     local queue = 'st:gpu:' .. slot.node .. ':' .. gpu[1]
     local cap, limit = tonumber(gpu[2]), tonumber(gpu[3])
-    local used, count = 0, 0
-    for _, other in ipairs(redis.call('ZRANGE', queue, 0, -1)) do
-      local mib = held_mib(other, now, cap)
-      if mib then
-        used = used + mib
-        count = count + 1
-      else
-        drop(other)
-      end
-    end
+    local used, count = occupancy(queue, now, cap)
     if count >= limit or used + tonumber(slot.mib) > cap then
       return {'full', slot.node .. ':' .. gpu[1] .. ':' .. used .. ':' .. count}
     end

@@ -66,6 +66,20 @@ local function held_mib(uid, now, cap)
   if not mib or mib ~= mib or mib <= 0 or mib > cap then mib = cap end
   return mib
 end
+-- A GPU queue's MiB held and jobs now; members gone or expired leave the queue.
+local function occupancy(queue, now, cap)
+  local used, count = 0, 0
+  for _, other in ipairs(redis.call('ZRANGE', queue, 0, -1)) do
+    local mib = held_mib(other, now, cap)
+    if mib then
+      used = used + mib
+      count = count + 1
+    else
+      drop(other)
+    end
+  end
+  return used, count
+end
 """
 
 RESERVE = LIVE + """
@@ -92,16 +106,7 @@ local report, chosen, indices = {}, {}, {}
 for c = 3, #KEYS do
   local base = 6 + (c - 3) * 3
   local index, cap, limit = ARGV[base], tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2])
-  local used, count = 0, 0
-  for _, other in ipairs(redis.call('ZRANGE', KEYS[c], 0, -1)) do
-    local mib = held_mib(other, now, cap)
-    if mib then
-      used = used + mib
-      count = count + 1
-    else
-      drop(other)
-    end
-  end
+  local used, count = occupancy(KEYS[c], now, cap)
   if count < limit and used + need <= cap then
     chosen[#chosen + 1] = KEYS[c]
     indices[#indices + 1] = index

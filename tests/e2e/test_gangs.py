@@ -15,6 +15,7 @@ from extender.model import GANG, GANG_SIZE
 from extender.state.gang_store import plan_key
 from extender.wire.volcano import encode_job_info, encode_node_info, encode_task_info
 from tests.e2e.cluster import Cluster, wait_for
+from tests.e2e.control_plane import https_get
 
 WORKLOADS = "scheduling.k8s.io/v1alpha2"  # v1.36's in-tree gang API
 TRAINING = {"model": "resnet50", "task": "train", "batch": 32, "epochs": 1}
@@ -96,7 +97,9 @@ def test_two_gangs_that_fit_alone_not_together_one_runs_then_the_other(
     wait_for("one gang bound whole", lambda: any(
         all(cluster.bound_node(namespace, n) for n in gang) for gang in (first, second)),
         timeout_s=60)
-    time.sleep(3)  # the other gang's retries meanwhile
+    calls = _filter_calls(cluster)
+    time.sleep(5)  # the other gang's retries meanwhile (backing off: SchedulerPopFromBackoffQ off)
+    measured("filter calls in 5 s for a gang that does not fit", _filter_calls(cluster) - calls)
     bound = {name: cluster.bound_node(namespace, name) for name in first + second}
     placed, waiting = (first, second) if bound[first[0]] else (second, first)
     assert all(bound[n] for n in placed) and not any(bound[n] for n in waiting), bound
@@ -111,6 +114,17 @@ def test_two_gangs_that_fit_alone_not_together_one_runs_then_the_other(
         cluster.wait_bound(namespace, name, timeout_s=120)
     measured("second gang bound after the first ended (s)", round(time.monotonic() - ended, 2))
     assert len(_gpu_types(cluster, namespace, waiting)) == 1
+
+
+def _filter_calls(cluster: Cluster) -> int:
+    """Filter requests the extender has answered (its /metrics, every worker)."""
+    cert, key, ca = cluster.deployment.scheduler_client_cert()
+    status, body = https_get(cluster.deployment.extender_url("/metrics"), ca, cert=(cert, key))
+    assert status == 200
+    for line in body.decode().splitlines():
+        if line.startswith('schedtune_extender_request_seconds_count{verb="filter"}'):
+            return int(float(line.rsplit(" ", 1)[1]))
+    return 0
 
 
 def test_a_gang_member_deleted_mid_plan_releases_the_plan(cluster, namespace, gpu_pool):

@@ -13,7 +13,7 @@ from extender.model import (
     EXPECTED_S, GPU, GPU_MEMORY, RESERVED_MIB, SIZING, JobRecord, NodeGpus,
 )  # fmt: skip
 from extender.settings import Settings
-from tests.builders import bind_args, filter_args, make_node, make_pod
+from tests.builders import bind_args, filter_args, make_node, make_pod, passed_nodes
 
 OURS = "schedtune-scheduler"
 EIGHT = make_node("eight", "NVIDIA-A100-SXM4-40GB", count=8, memory_mib=40960, replicas=4)
@@ -25,10 +25,6 @@ def _filter(client, pod: dict, nodes: list[dict]) -> dict:
     res = client.post("/filter", json=filter_args(pod, nodes))
     assert res.status_code == 200
     return res.get_json()
-
-
-def _passed(out: dict) -> list[str]:
-    return [n["metadata"]["name"] for n in (out["Nodes"] or {}).get("items", [])]
 
 
 def _bind(client, binder, pod: dict, node: str) -> dict[str, str]:
@@ -54,7 +50,7 @@ def _declared(memory: int, **extra: str) -> dict:
 def test_a_declared_pod_is_reserved_exactly_what_it_declares(client, binder, store) -> None:
     pod = _declared(30000, **{EXPECTED_S: "900"})
     out = _filter(client, pod, [EIGHT, SMALL])
-    assert _passed(out) == ["eight"]
+    assert passed_nodes(out) == ["eight"]
     assert "30000 MiB" in out["FailedAndUnresolvableNodes"]["small"]  # a T4 can never hold it
     annotations = _bind(client, binder, pod, "eight")
     assert annotations[RESERVED_MIB] == "30000" and "as declared" in annotations[SIZING]
@@ -70,12 +66,12 @@ def test_a_declared_pod_larger_than_every_gpu_says_by_how_much(client) -> None:
 
 def test_declared_and_predicted_the_larger_wins_and_the_pod_is_told(client, binder) -> None:
     small = make_pod(model="resnet18", batch=8, **{GPU_MEMORY: "39000"})
-    annotations = _bind(client, binder, small, "eight") if _passed(
+    annotations = _bind(client, binder, small, "eight") if passed_nodes(
         _filter(client, small, [EIGHT])) == ["eight"] else pytest.fail("not placed")
     assert annotations[RESERVED_MIB] == "39000"
     assert annotations[SIZING].startswith("declared 39000 MiB, above the padded prediction")
     big = make_pod(model="vgg16", batch=64, **{GPU_MEMORY: "100"})
-    assert _passed(_filter(client, big, [EIGHT])) == ["eight"]
+    assert passed_nodes(_filter(client, big, [EIGHT])) == ["eight"]
     annotations = _bind(client, binder, big, "eight")
     assert float(annotations[RESERVED_MIB]) > 5000
     assert "above the declared 100 MiB" in annotations[SIZING]
@@ -128,7 +124,7 @@ def test_a_four_gpu_pod_holds_four_gpus_and_is_released_whole(client, binder, st
                                                               estimator) -> None:
     store.put_node("eight", EIGHT_LAYOUT)
     pod = make_pod(model="resnet50", batch=128, gpus=4)
-    assert _passed(_filter(client, pod, [EIGHT])) == ["eight"]
+    assert passed_nodes(_filter(client, pod, [EIGHT])) == ["eight"]
     annotations = _bind(client, binder, pod, "eight")
     gpus = [int(i) for i in annotations[GPU].split(",")]
     uid = pod["metadata"]["uid"]
@@ -154,10 +150,10 @@ def _fill(store, gpus: range) -> None:
 def test_filter_passes_a_node_only_with_k_gpus_that_have_room(client, store) -> None:
     store.put_node("eight", EIGHT_LAYOUT)
     _fill(store, range(6))  # two GPUs left
-    assert _passed(_filter(client, make_pod(model="resnet50", batch=64, gpus=2), [EIGHT])) == [
+    assert passed_nodes(_filter(client, make_pod(model="resnet50", batch=64, gpus=2), [EIGHT])) == [
         "eight"]
     out = _filter(client, make_pod(model="resnet50", batch=96, gpus=3), [EIGHT])
-    assert _passed(out) == [] and "eight" in out["FailedNodes"]  # room may come: resolvable
+    assert passed_nodes(out) == [] and "eight" in out["FailedNodes"]  # room may come: resolvable
     assert "3" in out["FailedNodes"]["eight"] and "2" in out["FailedNodes"]["eight"]
 
 
@@ -171,15 +167,15 @@ def test_a_waiting_multi_gpu_pod_holds_as_many_gpus_as_it_needs(client_with, sto
     store.put_node("eight", EIGHT_LAYOUT)
     _fill(store, range(6))
     big = make_pod("big", model="resnet50", batch=96, gpus=3)
-    assert _passed(_filter(client, big, [EIGHT])) == []
+    assert passed_nodes(_filter(client, big, [EIGHT])) == []
     [waiter] = store.waiters(clock())
     assert waiter.gpus == 3
     clock.now += 31
     _filter(client, big, [EIGHT])  # still waiting: kept fresh
-    assert _passed(_filter(client, make_pod("beside", model="resnet50", batch=64), [EIGHT])) \
+    assert passed_nodes(_filter(client, make_pod("beside", model="resnet50", batch=64), [EIGHT])) \
         == ["eight"]  # a job that fits beside the waiter still goes there
     out = _filter(client, _declared(38000, **{EXPECTED_S: "3600"}), [EIGHT])
-    assert _passed(out) == [] and "held for an older waiting pod" in out["FailedNodes"]["eight"]
+    assert passed_nodes(out) == [] and "held for an older waiting pod" in out["FailedNodes"]["eight"]
     told = [d for d in store.decisions(20) if d["kind"] == "held"]
     assert len({d["message"] for d in told}) == 3  # three GPUs held, each told
 

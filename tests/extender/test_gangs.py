@@ -12,7 +12,9 @@ from extender.model import GANG, GANG_SIZE, Limits, NodeGpus
 from extender.settings import Settings
 from extender.state.gang_store import plan_key, waiter_uid
 from extender.wire.volcano import encode_job_info
-from tests.builders import bind_args, filter_args, make_node, make_pod, volcano_node, volcano_task
+from tests.builders import (
+    bind_args, filter_args, make_node, make_pod, passed_nodes, volcano_node, volcano_task,
+)  # fmt: skip
 
 FAST = make_node("fast", "NVIDIA-A100-SXM4-80GB", count=4, memory_mib=81920)
 SLOW = make_node("slow", "Tesla-T4", count=8, memory_mib=15360)
@@ -29,10 +31,6 @@ def _filter(client, pod: dict, nodes: list[dict]) -> dict:
     return res.get_json()
 
 
-def _passed(out: dict) -> list[str]:
-    return [n["metadata"]["name"] for n in (out["Nodes"] or {}).get("items", [])]
-
-
 def _bind(client, pod: dict, node: str) -> dict:
     return client.post("/bind", json=bind_args(pod, node)).get_json()
 
@@ -43,11 +41,11 @@ def _placeholders(store, gang: str) -> list[str]:
 
 def test_a_gang_is_planned_whole_on_the_fastest_type_that_fits_it(client, store) -> None:
     members = [_member("ddp", 4, i) for i in range(4)]
-    assert _passed(_filter(client, members[0], [SLOW, FAST])) == ["fast"]
+    assert passed_nodes(_filter(client, members[0], [SLOW, FAST])) == ["fast"]
     assert len(_placeholders(store, "ddp")) == 4  # every member's GPU held at the first filter
     for pod in members[1:]:
         out = _filter(client, pod, [SLOW, FAST])
-        assert _passed(out) == ["fast"]
+        assert passed_nodes(out) == ["fast"]
         assert "planned on fast" in out["FailedNodes"]["slow"]
     for pod in members:
         assert _bind(client, pod, "fast") == {"Error": ""}
@@ -68,9 +66,9 @@ def test_two_gangs_that_fit_alone_not_together_one_runs_the_other_waits_whole(
     client = client_with(collocation=Limits(1, {}))
     first = [_member("a", 3, i) for i in range(3)]
     second = [_member("b", 3, i) for i in range(3)]
-    assert _passed(_filter(client, first[0], [FAST])) == ["fast"]
+    assert passed_nodes(_filter(client, first[0], [FAST])) == ["fast"]
     refused = _filter(client, second[0], [FAST])
-    assert _passed(refused) == [] and "waits whole" in refused["FailedNodes"]["fast"]
+    assert passed_nodes(refused) == [] and "waits whole" in refused["FailedNodes"]["fast"]
     assert _placeholders(store, "b") == []  # nothing reserved for a gang that does not fit
     (waiter,) = [w for w in store.waiters(clock.now) if w.uid == waiter_uid("default/b")]
     assert waiter.members == 3
@@ -78,14 +76,14 @@ def test_two_gangs_that_fit_alone_not_together_one_runs_the_other_waits_whole(
     # the plan lookup (4 commands, counted with those its script runs), no snapshot.
     before = redis_client.info("stats")["total_commands_processed"]
     for _ in range(20):
-        assert _passed(_filter(client, second[1], [FAST])) == []
+        assert passed_nodes(_filter(client, second[1], [FAST])) == []
     assert redis_client.info("stats")["total_commands_processed"] - before <= 20 * 4 + 1
     for pod in first:
-        assert _passed(_filter(client, pod, [FAST])) == ["fast"]
+        assert passed_nodes(_filter(client, pod, [FAST])) == ["fast"]
         assert _bind(client, pod, "fast") == {"Error": ""}
     for pod in first:
         store.release(pod["metadata"]["uid"])  # the first gang ended
-    assert _passed(_filter(client, second[1], [FAST])) == ["fast"]
+    assert passed_nodes(_filter(client, second[1], [FAST])) == ["fast"]
     assert len(_placeholders(store, "b")) == 3
 
 
@@ -107,16 +105,16 @@ def test_a_plan_not_bound_in_time_frees_its_gpus(client, store, clock) -> None:
     _filter(client, members[0], [FAST])
     other = make_pod("other", model="resnet50", batch=32)
     with pytest.raises(AssertionError):
-        assert _passed(_filter(client, other, [FAST])) == ["fast"]  # FAST is collocation 4..
+        assert passed_nodes(_filter(client, other, [FAST])) == ["fast"]  # FAST is collocation 4..
     clock.now += Settings().gang_plan_ttl_s + 1
-    assert _passed(_filter(client, other, [FAST])) == ["fast"]
+    assert passed_nodes(_filter(client, other, [FAST])) == ["fast"]
     assert "filter it again" in _bind(client, members[0], "fast")["Error"]
 
 
 def test_more_members_than_its_size_are_refused(client) -> None:
     members = [_member("pair", 2, i) for i in range(3)]
     for pod in members[:2]:
-        assert _passed(_filter(client, pod, [FAST])) == ["fast"]
+        assert passed_nodes(_filter(client, pod, [FAST])) == ["fast"]
     out = _filter(client, members[2], [FAST])
     assert "not one of its members" in out["FailedNodes"]["fast"]
 
