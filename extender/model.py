@@ -158,6 +158,7 @@ class Need:
     family_seen: bool = True  # the model's family was in the estimator's training rows
     estimate_mib: float = 0.0  # the padded prediction, before declared memory or a floor
     basis: str = ""  # "" the regressors; "transformer": the analytic LLM estimate
+    time_factor: float = 1.0  # predicted_s is the estimate times this (learned bias)
 
 
 @dataclass(frozen=True)
@@ -201,6 +202,7 @@ class JobRecord:
     grown_mib: float = 0.0  # part of reserved_mib added beside an OOM kill (grow_beside)
     device_uuids: tuple[str, ...] = ()  # the GPUs' UUIDs a node agent was handed, by `gpus`
     handed_over_at: float = 0.0  # when a node agent was handed the GPUs (0: not, or answered)
+    time_factor: float = 1.0  # predicted_s is the estimate times this (a learned bias)
 
     @property
     def gpus(self) -> tuple[int, ...]:
@@ -337,13 +339,15 @@ class ClusterSnapshot:
 
     `waiting`: live waiters, oldest first; `floors`: the least a job type may reserve
     after an OOM kill of it (`extender.core.oom`); `alphas`: the collocation slowdowns
-    the monitor learned per GPU type (`extender.core.interference`)."""
+    the monitor learned per GPU type (`extender.core.interference`); `time_biases`: how
+    far the time estimate is off per GPU type and job class (`extender.core.time_bias`)."""
 
     now: float
     nodes: dict[str, NodeState] = field(default_factory=dict)
     waiting: tuple[Waiter, ...] = ()
     floors: Mapping[str, float] = field(default_factory=dict)  # `job_type` -> MiB after OOMs
     alphas: Mapping[str, float] = field(default_factory=dict)  # GPU type -> learned alpha
+    time_biases: Mapping[str, float] = field(default_factory=dict)  # `time_bias.bias_key`
 
 
 @dataclass(frozen=True)

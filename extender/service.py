@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from estimator.errors import EstimatorError, UnknownModel
 from estimator.predict import Estimator
 from extender.cluster.binders import RECORD_ONLY, BindTarget, PodReader
-from extender.core import binding, decisions, filtering, prioritizing
+from extender.core import binding, decisions, filtering, prioritizing, time_bias
 from extender.core.annotations import AnnotationError, parse_demand
 from extender.wire import gpushare, hami
 from extender.core.gpu_table import distinct_layouts
@@ -262,7 +262,8 @@ class Scheduler:
         else:
             plan = binding.plan_reservation(pod, filtered.demand, state,
                                             self._needs(filtered.demand, [state.gpus],
-                                                        snapshot.floors),
+                                                        snapshot.floors,
+                                                        snapshot.time_biases),
                                             self.settings, now,
                                             frozenset(filtered.held.get(node, ())),
                                             alphas_for(snapshot, self.settings).of(state.gpus))
@@ -378,7 +379,7 @@ class Scheduler:
                                            record_ttl_s=self.settings.demand_ttl_s,
                                            floors_of=demand)
             layouts = distinct_layouts(snapshot.nodes)
-            needs = self._needs(demand, layouts, snapshot.floors)
+            needs = self._needs(demand, layouts, snapshot.floors, snapshot.time_biases)
             check_fits_somewhere(demand, needs, layouts)
             return PodJob(demand, snapshot, needs)
         except (AnnotationError, EstimatorError, StoreUnavailable) as exc:
@@ -390,12 +391,18 @@ class Scheduler:
             return Refused(str(exc))
 
     def _needs(self, demand: PodDemand, layouts: Iterable[NodeGpus | None],
-               floors: Mapping[str, float]) -> dict[str, Need]:
+               floors: Mapping[str, float],
+               time_biases: Mapping[str, float] | None = None) -> dict[str, Need]:
         """What the pod needs on each GPU type of `layouts` (`extender.sizing`); a pod that
-        declares its memory and no time is timed by its owner's earlier runs."""
+        declares its memory and no time is timed by its owner's earlier runs; a model's
+        predicted time corrected by what observed runs taught (`extender.core.time_bias`,
+        `EXTENDER_TIME_LEARN`)."""
         owner_s = None
         if not demand.model and not demand.expected_s and demand.owner:
             owner_s = self.store.owner_seconds(f"{demand.namespace}/{demand.owner}")
         if demand.model and not self.registry.covers(demand.model):
             raise UnknownModel(unknown_model_reason(demand.model))
-        return self.sizer.needs(demand, layouts, floors, owner_s)
+        needs = self.sizer.needs(demand, layouts, floors, owner_s)
+        if not demand.model or not time_biases or not self.settings.time_learn:
+            return needs
+        return time_bias.correct(needs, demand.task, demand.model, time_biases)

@@ -18,6 +18,16 @@ Environment variables (the manifests in k8s/ use exactly these names):
                                    alpha the monitor learned from its observed runs, once
                                    it has (`extender.core.interference`); 0: the alpha
                                    above everywhere
+    EXTENDER_INTERFERENCE_PRIORS   1 (default, unless EXTENDER_INTERFERENCE_ALPHA is set): a
+                                   GPU type the monitor has not learned yet is priced at its
+                                   architecture's measured slowdown (Gavel's K80 and V100
+                                   pairs, the H200's runs; between them by release year:
+                                   `extender.core.interference.prior_alpha`); 0: the alpha
+                                   above for every type
+    EXTENDER_TIME_LEARN            1 (default): a model's predicted seconds on a GPU type are
+                                   corrected by how far observed runs of it (else of its
+                                   task) on that type were off (`extender.core.time_bias`,
+                                   the monitor's fit); 0: the estimate as it is
     EXTENDER_RESERVATION_TTL_S     a reservation bind does not confirm expires after this
                                    (default 120)
     EXTENDER_DEMAND_TTL_S          filter's demand record lifetime (default 900: bind follows
@@ -161,6 +171,8 @@ class Settings:
     collocation: Limits = field(default_factory=lambda: Limits(4, {}))
     interference_alpha: float = 0.47
     interference_learn: bool = True
+    interference_priors: bool = False  # from the environment: on unless an alpha is given
+    time_learn: bool = True
     reservation_ttl_s: float = 120.0
     demand_ttl_s: int = 900
     max_body_bytes: int = 32 * 1024 * 1024
@@ -234,6 +246,10 @@ class Settings:
             interference_alpha=_number(env, "EXTENDER_INTERFERENCE_ALPHA", 0.47, float, 0, 10),
             interference_learn=_choice(env, "EXTENDER_INTERFERENCE_LEARN", "1",
                                        ("0", "1")) == "1",
+            time_learn=_choice(env, "EXTENDER_TIME_LEARN", "1", ("0", "1")) == "1",
+            interference_priors=_choice(
+                env, "EXTENDER_INTERFERENCE_PRIORS",
+                "0" if "EXTENDER_INTERFERENCE_ALPHA" in env else "1", ("0", "1")) == "1",
             reservation_ttl_s=_number(env, "EXTENDER_RESERVATION_TTL_S", 120.0, float, 1, 86400),
             demand_ttl_s=_number(env, "EXTENDER_DEMAND_TTL_S", 900, int, 10, 7 * 86400),
             max_body_bytes=_number(env, "EXTENDER_MAX_BODY_BYTES", 32 << 20, int, 1024, 1 << 30),

@@ -61,7 +61,10 @@ from extender.cluster.pods import FINISHED_PHASES, PodFacts, outcome_of, pod_fac
 from extender.core import decisions
 from extender.core.adoption import likeliest_gpus, trusted_reservation, waiters_that_fit
 from extender.core.annotations import AnnotationError, parse_demand
-from extender.core.interference import learn_alphas, runs_from_jobs, runs_from_observations
+from extender.core.time_bias import learn_time_biases
+from extender.core.interference import (
+    Alphas, learn_alphas, runs_from_jobs, runs_from_observations,
+)  # fmt: skip
 from extender.errors import StoreRefused, StoreUnavailable
 from extender.metrics import (
     ADOPTION_OVERCOMMITS, ADOPTIONS, ADOPTIONS_UNVERIFIED, MONITOR_POD_ERRORS, OOM_KILLS,
@@ -266,7 +269,8 @@ class Monitor:
             "batch": released.batch, "units": released.units, "gpu_type": released.gpu_type,
             "node": released.node, "gpus": ",".join(map(str, released.gpus)),
             "started_at": released.started_at, "seconds": round(seconds, 3),
-            "predicted_s": released.predicted_s, "reserved_mib": released.own_mib,
+            "predicted_s": round(released.predicted_s / released.time_factor, 3),  # estimate
+            "reserved_mib": released.own_mib,
             "oom": int(bool(facts.oom_events)), "outcome": outcome,
         })  # fmt: skip
         if outcome == "succeeded" and released.model:
@@ -280,8 +284,11 @@ class Monitor:
         running beside them, and publish it (`RedisStore.set_alphas`)."""
         runs = [*runs_from_observations(self.store.recent_observations(LEARN_FROM_RUNS)),
                 *runs_from_jobs(self.store.jobs(), self.clock())]
-        fits = learn_alphas(runs, self.settings.interference_alpha)
-        self.store.set_alphas(fits.values())
+        priors = Alphas(self.settings.interference_alpha, {}, self.settings.interference_priors)
+        fits = learn_alphas(runs, priors.of_type)
+        learned = Alphas(priors.default, {t: f.alpha for t, f in fits.items()}, priors.priors)
+        biases = learn_time_biases(runs, learned.of_type)
+        self.store.set_alphas(fits.values(), biases)
         if fits:
             log.debug("collocation slowdowns refitted",
                       extra={"alphas": {t: f.alpha for t, f in fits.items()}})

@@ -76,6 +76,7 @@ def plan_reservation(pod: PodInfo, demand: PodDemand, node: NodeState,
         task=demand.task, node=node.name, gpu_index=-1, reserved_mib=round(need.padded_mib, 1),
         predicted_s=round(need.predicted_s, 3), state="reserved", reserved_at=now,
         gpu_type=gpu_type, batch=demand.batch, units=demand.units,
+        time_factor=round(need.time_factor, 4),
     )  # fmt: skip
     policy = settings.policy if alpha is None else settings.policy.with_alpha(alpha)
     candidates = reservation_candidates(node, need, settings.collocation, policy, now, avoid)

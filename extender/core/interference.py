@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -50,6 +50,35 @@ MAX_LOG_ERROR = 1.0  # a run's ln(seconds / predicted) is clipped this far from 
 COMPANY_ROWS = 256  # overlaps computed this many runs at a time (memory: 256 x runs)
 GRID = np.round(np.arange(0.0, MAX_ALPHA + 0.005, 0.01), 2)
 
+# The prior a GPU type is priced at until the monitor learned its own alpha, from measured
+# hardware: Gavel's pairs (profiles/interference.json: K80 0.87, V100 0.47) and the H200's
+# collocated runs (profiles/measured/H200-collocation.csv: median 0.90 over 15 runs of
+# 2-4 trainings). An architecture in between is priced linearly by its release year
+# between Volta's (2017) and Hopper's (2022) measurements; none is measured yet.
+MEASURED_ALPHA = {"Kepler": (2014, 0.87), "Volta": (2017, 0.47), "Hopper": (2022, 0.90)}
+ARCHITECTURE = {
+    "K80": ("Kepler", 2014), "V100-16GB": ("Volta", 2017), "V100-32GB": ("Volta", 2017),
+    "RTX-2070S": ("Turing", 2019), "T4": ("Turing", 2018),
+    "RTX-3070": ("Ampere", 2020), "RTX-3090": ("Ampere", 2020), "A10": ("Ampere", 2021),
+    "A40": ("Ampere", 2020), "RTX-A6000": ("Ampere", 2020), "A100-40GB": ("Ampere", 2020),
+    "A100-80GB": ("Ampere", 2020), "L4": ("Ada", 2023), "L40S": ("Ada", 2022),
+    "RTX-4090": ("Ada", 2022), "H100-PCIe": ("Hopper", 2022), "H100-80GB": ("Hopper", 2022),
+    "H200": ("Hopper", 2024),
+}
+
+
+def prior_alpha(gpu_type: str, fallback: float) -> float:
+    """The measured prior of a GPU type's architecture (`MEASURED_ALPHA`, interpolated by
+    release year), `fallback` for a type the catalogue does not date."""
+    if gpu_type not in ARCHITECTURE:
+        return fallback
+    architecture, year = ARCHITECTURE[gpu_type]
+    if architecture in MEASURED_ALPHA:
+        return MEASURED_ALPHA[architecture][1]
+    (y0, a0), (y1, a1) = MEASURED_ALPHA["Volta"], MEASURED_ALPHA["Hopper"]
+    share = min(1.0, max(0.0, (year - y0) / (y1 - y0)))
+    return round(a0 + share * (a1 - a0), 2)
+
 
 class ObservedRun(NamedTuple):
     """One job's stay on its GPUs. `predicted_s` > 0 only for a usable sample: a
@@ -61,6 +90,7 @@ class ObservedRun(NamedTuple):
     started_at: float
     ended_at: float
     predicted_s: float = 0.0
+    job: str = ""  # task|model
 
 
 @dataclass(frozen=True)
@@ -88,7 +118,8 @@ def runs_from_observations(observations: Iterable[Mapping[str, str]]) -> list[Ob
         usable = (obs.get("outcome") == "succeeded" and bool(obs.get("model")) and len(gpus) == 1
                   and math.isfinite(predicted) and predicted >= MIN_PREDICTED_S and seconds > 0)
         runs.append(ObservedRun(obs.get("gpu_type", ""), tuple((node, i) for i in gpus),
-                                started, started + seconds, predicted if usable else 0.0))
+                                started, started + seconds, predicted if usable else 0.0,
+                                f"{obs.get('task', '')}|{obs.get('model', '')}"))
     return runs
 
 
@@ -143,8 +174,11 @@ def fit_alpha(company_x: np.ndarray, log_ratio: np.ndarray, prior: float) -> flo
     return float(GRID[int(np.argmin(posterior))])
 
 
-def learn_alphas(runs: list[ObservedRun], prior: float) -> dict[str, AlphaFit]:
-    """Alpha per GPU type with at least `MIN_RUNS` usable runs (see the module docstring)."""
+def learn_alphas(runs: list[ObservedRun], prior: float | Callable[[str], float]
+                 ) -> dict[str, AlphaFit]:
+    """Alpha per GPU type with at least `MIN_RUNS` usable runs (see the module docstring);
+    `prior`: one for every type, or per type."""
+    prior_of = prior if callable(prior) else (lambda _: prior)
     x = company(runs)
     by_type: dict[str, list[int]] = defaultdict(list)
     for i, run in enumerate(runs):
@@ -157,7 +191,7 @@ def learn_alphas(runs: list[ObservedRun], prior: float) -> dict[str, AlphaFit]:
         idx = np.array(members)
         seconds = np.array([runs[i].ended_at - runs[i].started_at for i in members])
         predicted = np.array([runs[i].predicted_s for i in members])
-        alpha = fit_alpha(x[idx], np.log(seconds / predicted), prior)
+        alpha = fit_alpha(x[idx], np.log(seconds / predicted), prior_of(gpu_type))
         fits[gpu_type] = AlphaFit(gpu_type, alpha, len(members), int((x[idx] >= 0.1).sum()))
     return fits
 
@@ -169,16 +203,23 @@ class Alphas:
 
     default: float
     learned: Mapping[str, float] = field(default_factory=dict)
+    priors: bool = False  # types not learned yet: their architecture's (`prior_alpha`)
 
     def of(self, gpus: NodeGpus | None) -> float:
-        if gpus is None or not self.learned:
+        if gpus is None or not (self.learned or self.priors):
             return self.default
-        return self.learned.get(type_of(gpus), self.default)
+        return self.of_type(type_of(gpus))
+
+    def of_type(self, gpu_type: str) -> float:
+        learned = self.learned.get(gpu_type)
+        if learned is not None:
+            return learned
+        return prior_alpha(gpu_type, self.default) if self.priors else self.default
 
     def rows(self, table: GpuTable) -> float | np.ndarray:
-        """Per GPU row of `table`; the default itself (a float) when nothing is learned, so
-        the arithmetic is exactly that of one alpha."""
-        if not self.learned:
+        """Per GPU row of `table`; the default itself (a float) when nothing is learned and
+        no priors apply, so the arithmetic is exactly that of one alpha."""
+        if not (self.learned or self.priors):
             return self.default
         return np.array([self.of(layout) for layout in table.layouts],
                         dtype=float)[table.gpu_layout]
@@ -187,4 +228,5 @@ class Alphas:
 def alphas_for(snapshot: ClusterSnapshot, settings: Settings) -> Alphas:
     """What a decision on `snapshot` plays GPUs forward at (`EXTENDER_INTERFERENCE_LEARN`)."""
     return Alphas(settings.interference_alpha,
-                  snapshot.alphas if settings.interference_learn else {})
+                  snapshot.alphas if settings.interference_learn else {},
+                  settings.interference_priors)

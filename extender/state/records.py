@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from extender.core.time_bias import BIAS_PREFIX, MAX_BIAS
 from extender.core.annotations import MAX_GPUS
 from extender.wire.gangs import MAX_GANG
 from extender.model import JobRecord, NodeGpus, QueuedJob, Waiter
@@ -130,6 +131,7 @@ def job_from_mapping(data: Mapping[str, str]) -> JobRecord:
         gpu_indices=gpu_list(data.get("gpus", "")), grown_mib=number("grown_mib"),
         device_uuids=tuple(u for u in str(data.get("device_uuids", "")).split(",") if u),
         handed_over_at=number("handed_over_at"),
+        time_factor=number("time_factor") or 1.0,
     )  # fmt: skip
 
 
@@ -158,6 +160,18 @@ def alphas_from_pairs(pairs: list[str]) -> dict[str, float]:
         if "|" not in key and alpha <= MAX_STORED_ALPHA:
             alphas[key] = alpha
     return alphas
+
+
+def time_biases_from_pairs(pairs: list[str]) -> dict[str, float]:
+    """The learned time biases stored beside the alphas (``bias|<key>`` fields); unreadable
+    or out-of-range values are left out (the estimate then stands)."""
+    biases = {}
+    for key, raw in as_mapping(pairs).items():
+        if key.startswith(BIAS_PREFIX) and not key.endswith("|runs"):
+            bias = reading(raw, math.nan)
+            if abs(bias) <= MAX_BIAS:
+                biases[key.removeprefix(BIAS_PREFIX)] = bias
+    return biases
 
 
 def queued_jobs(rows: list[str]) -> tuple[QueuedJob, ...]:

@@ -99,9 +99,10 @@ from extender.model import (
     Reservation, Waiter,
 )  # fmt: skip
 from extender.state import lua
+from extender.core.time_bias import BIAS_PREFIX
 from extender.state.gang_store import GangStore
 from extender.state.records import (
-    alphas_from_pairs, as_mapping, floors_from_pairs, gpu_list, job_from_mapping, job_from_pairs,
+    alphas_from_pairs, as_mapping, time_biases_from_pairs, floors_from_pairs, gpu_list, job_from_mapping, job_from_pairs,
     layout_from_json, layout_from_row, live_waiters, queued_jobs, reading,
 )
 from extender.state.queue_mirror import QueueMirror
@@ -289,7 +290,8 @@ class RedisStore:
                           for name, layout in layouts.items()}  # fmt: skip
         return ClusterSnapshot(now=now, nodes=states, waiting=live_waiters(waiting, now),
                                floors=_flat_floors(floor_key, floors) if floor_key else {},
-                               alphas=alphas_from_pairs(alphas))
+                               alphas=alphas_from_pairs(alphas),
+                               time_biases=time_biases_from_pairs(alphas))
 
     def _sync_mirror(self, now: float, waiters: WaitersRead, record: FilterRecord | None = None,
                      record_ttl_s: int = 0,
@@ -747,13 +749,18 @@ class RedisStore:
         return [fields for _, fields in self._call(self._redis.xrevrange, OBSERVATIONS_KEY,
                                                    count=count)]
 
-    def set_alphas(self, fits: Iterable[AlphaFit]) -> None:
-        """Publish the monitor's collocation slowdowns per GPU type (replacing the last
-        fit): every worker's next snapshot reads them."""
+    def set_alphas(self, fits: Iterable[AlphaFit],
+                   biases: Mapping[str, tuple[float, int]] | None = None) -> None:
+        """Publish the monitor's collocation slowdowns per GPU type and the time estimate's
+        biases (`extender.core.time_bias`), replacing the last fit: every worker's next
+        snapshot reads them."""
         mapping = {}
         for fit in fits:
             mapping[fit.gpu_type] = repr(fit.alpha)
             mapping[f"{fit.gpu_type}|runs"] = f"{fit.runs} ({fit.shared_runs} shared)"
+        for key, (bias, runs) in (biases or {}).items():
+            mapping[f"{BIAS_PREFIX}{key}"] = repr(round(bias, 4))
+            mapping[f"{BIAS_PREFIX}{key}|runs"] = str(runs)
         pipe = self._redis.pipeline(transaction=True)
         pipe.delete(INTERFERENCE_KEY)
         if mapping:

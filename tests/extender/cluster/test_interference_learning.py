@@ -58,12 +58,13 @@ def _succeeded(pod: dict, began: float, ended: float) -> dict:
 
 def _run(client, binder, monitor, clock, names: list[str], slowdown: float) -> None:
     """Place `names` together on the one GPU, run them from the same instant, and end each
-    after its predicted time times `slowdown`."""
+    after its estimated time (before any learned time bias) times `slowdown`."""
     pods = [_placed(client, binder, name) for name in names]
     began = clock.now = float(int(clock.now) + 1)
     for pod in pods:
         monitor.on_event("MODIFIED", _running(pod, began))
-    predicted = [monitor.store.job(p["metadata"]["uid"]).predicted_s for p in pods]
+    jobs = [monitor.store.job(p["metadata"]["uid"]) for p in pods]
+    predicted = [job.predicted_s / job.time_factor for job in jobs]
     for pod, seconds in sorted(zip(pods, predicted, strict=True), key=lambda p: p[1]):
         clock.now = began + round(seconds * slowdown)
         monitor.on_event("MODIFIED", _succeeded(pod, began, clock.now))

@@ -74,7 +74,7 @@ def test_observations_become_samples_only_when_they_time_a_model_alone_on_one_gp
         {k: v for k, v in base.items() if k != "started_at"},  # an older record
     ])
     assert [r.predicted_s for r in runs] == [100.0, 0.0, 0.0, 0.0, 0.0]
-    assert runs[0] == ObservedRun("RTX-3090", (("a", 0),), 1000.0, 1120.0, 100.0)
+    assert runs[0] == ObservedRun("RTX-3090", (("a", 0),), 1000.0, 1120.0, 100.0, "|resnet18")
     assert runs[2].gpus == (("a", 0), ("a", 1))
     running = JobRecord("u", "p", "ns", "m", "train", "a", 1, 100.0, 60.0, "running", 0.0,
                         started_at=900.0, gpu_type="RTX-3090")
