@@ -21,6 +21,7 @@ import time
 
 import orjson
 
+from extender.core.interference import MEASURED_ALPHA
 from extender.state.embedded_redis import open_store
 from extender.errors import StoreUnavailable
 from extender.settings import Settings, SettingsError
@@ -67,10 +68,14 @@ def render_floors(floors: list[dict]) -> str:
     return "\n".join(lines) if lines else "no OOM corrections: no job type ran out of GPU memory"
 
 
-def render_interference(learned: list[dict], configured: float) -> str:
+def render_interference(learned: list[dict], configured: float, priors: bool = False) -> str:
     lines = [f"{row['gpu_type']:<14} alpha {row['alpha']:.2f} (learned from observed runs)"
              for row in learned]
     rest = "every other GPU type" if lines else "every GPU type"
+    if priors:
+        said = ", ".join(f"{arch} {alpha:g}" for arch, alpha in MEASURED_ALPHA.items())
+        return "\n".join([*lines, f"{rest}: its architecture's measured alpha ({said}; "
+                                  "after Volta, Hopper's) (EXTENDER_INTERFERENCE_PRIORS)"])
     return "\n".join([*lines, f"{rest}: alpha {configured:g} (EXTENDER_INTERFERENCE_ALPHA)"])
 
 
@@ -108,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.interference:
         learned = status["interference"]
         print(_json(learned) if args.json
-              else render_interference(learned, settings.interference_alpha))
+              else render_interference(learned, settings.interference_alpha,
+                                       settings.interference_priors))
         return 0
     if args.waiting:
         waiting = status["waiting"]

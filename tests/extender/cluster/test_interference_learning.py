@@ -98,7 +98,7 @@ def test_runs_that_slow_down_together_teach_every_worker_their_gpu_types_alpha(
     assert queues.main(["--redis", redis_url, "--interference"]) == 0
     shown = capsys.readouterr().out
     assert f"RTX-3090       alpha {learned['RTX-3090']:.2f} (learned" in shown
-    assert "every other GPU type: alpha 0.47" in shown
+    assert "every other GPU type: its architecture's measured alpha (Kepler 0.87, Volta 0.47" in shown
 
 
 def test_a_failed_run_teaches_nothing_and_unreadable_alphas_are_ignored(

@@ -142,3 +142,24 @@ def test_per_type_alphas_decide_the_same_on_arrays_as_node_by_node(monkeypatch) 
         assert on_arrays == node_by_node
         if name != "paper":  # the paper's sums play nothing forward: alpha never reaches it
             assert on_arrays != dict(score_nodes(snap, needs, Limits(4, {}), policy))
+
+
+def test_types_not_learned_yet_are_priced_at_their_architectures_measured_slowdown():
+    from extender.core.interference import MEASURED_ALPHA, prior_alpha
+
+    assert prior_alpha("V100-16GB", 0.3) == MEASURED_ALPHA["Volta"] == 0.47  # Gavel's pairs
+    assert prior_alpha("K80", 0.3) == 0.87
+    assert prior_alpha("H200", 0.3) == prior_alpha("A100-80GB", 0.3) == 0.90  # the H200's
+    assert prior_alpha("no-such-gpu", 0.3) == 0.3
+    a100 = NodeGpus("NVIDIA-A100-SXM4-80GB", "A100-80GB", 8, 81920)
+    assert Alphas(0.47).of(a100) == 0.47  # priors off: one alpha everywhere
+    assert Alphas(0.47, priors=True).of(a100) == 0.90
+    assert Alphas(0.47, {"A100-80GB": 0.6}, priors=True).of(a100) == 0.6  # learned wins
+
+
+def test_the_environment_turns_priors_on_unless_an_alpha_is_given():
+    from extender.settings import Settings
+
+    assert Settings.from_env({}).interference_priors
+    assert not Settings.from_env({"EXTENDER_INTERFERENCE_ALPHA": "0.47"}).interference_priors
+    assert not Settings.from_env({"EXTENDER_INTERFERENCE_PRIORS": "0"}).interference_priors
