@@ -151,13 +151,17 @@ class Gangs:
                  whole_request: bool) -> FilterDecision:
         slot = view.member_slot()
         assert slot is not None
-        if view.claimed:  # what bind reads: the pod's demand, and that a plan placed it
-            self.store.record_filter(FilterRecord(demand, gang=gang), self.settings.demand_ttl_s)
+        # What bind reads: the pod's demand, and that a plan placed it.
+        self.store.record_filter(FilterRecord(demand, gang=gang), self.settings.demand_ttl_s)
         if whole_request and nodes and slot.node not in nodes:
-            # kube-scheduler no longer offers the planned node (gone, tainted): plan anew
-            self.release(gang, f"node {slot.node} not offered", only_partial=False)
-            return _refused(nodes, f"gang {gang}: its planned node {slot.node} is no longer "
-                                   "feasible; the gang is planned again")
+            if slot.node not in self.store.node_names():  # the node is gone: plan anew
+                self.release(gang, f"node {slot.node} gone", only_partial=False)
+                return _refused(nodes, f"gang {gang}: its planned node {slot.node} is gone; "
+                                       "the gang is planned again")
+            # Left out of this request (kube-scheduler's percentageOfNodesToScore sample, or
+            # its own filters): the plan stands until it expires; the member is retried.
+            return _refused(nodes, f"gang {gang}: this member is planned on {slot.node}, "
+                                   "which this request does not offer")
         said = f"gang {gang}: this member is planned on {slot.node} (GPU {list(slot.gpus)})"
         verdicts = {name: Verdict(True, gpu_index=slot.gpus[0]) if name == slot.node
                     else Verdict(False, said) for name in nodes}

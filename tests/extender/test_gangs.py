@@ -187,3 +187,16 @@ def test_a_member_asking_for_another_job_than_its_gang_is_refused(client, store)
     other = make_pod("same-1", model="vgg16", batch=64, **{GANG: "same", GANG_SIZE: "2"})
     out = _filter(client, other, [FAST])
     assert "must run the same job" in out["FailedAndUnresolvableNodes"]["fast"]
+
+
+def test_a_request_without_the_planned_node_keeps_the_plan_unless_the_node_is_gone(
+        client, store) -> None:
+    store.put_node("fast", NodeGpus("NVIDIA-A100-SXM4-80GB", "A100-80GB", 4, 81920))
+    members = [_member("kept", 2, i) for i in range(2)]
+    assert passed_nodes(_filter(client, members[0], [SLOW, FAST])) == ["fast"]
+    out = _filter(client, members[1], [SLOW])  # a sample of kube-scheduler's without it
+    assert "does not offer" in out["FailedNodes"]["slow"] and store.gangs.planned("default/kept")
+    gone = [_member("gone", 2, i) for i in range(2)]
+    assert passed_nodes(_filter(client, gone[0], [SLOW])) == ["slow"]  # planned on slow
+    assert "is gone" in _filter(client, gone[1], [FAST])["FailedNodes"]["fast"]
+    assert not store.gangs.planned("default/gone")
