@@ -108,15 +108,7 @@ for i, slot in ipairs(a.slots) do
              'gpu_index', indices[1], 'reserved_mib', tostring(slot.mib),
              'reserved_at', tostring(now), 'expires_at', tostring(expires),
              'state', 'reserved', 'source', 'gang')
-  if #queues > 1 then
-    redis.call('HSET', key, 'queues', table.concat(queues, ','),
-               'gpus', table.concat(indices, ','))
-  end
-  for _, queue in ipairs(queues) do
-    redis.call('ZADD', queue, now, uid)
-    touch(queue)
-  end
-  redis.call('ZADD', 'st:jobs', now, uid)
+  enqueue(key, uid, queues, indices, now)
 end
 redis.call('HSET', KEYS[1], 'plan', a.plan, 'job', a.job, 'size', tostring(#a.slots),
            'expires_at', tostring(expires), 'created_at', tostring(now), 'slot:0', a.uid)

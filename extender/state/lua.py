@@ -66,6 +66,18 @@ local function held_mib(uid, now, cap)
   if not mib or mib ~= mib or mib <= 0 or mib > cap then mib = cap end
   return mib
 end
+-- Put a job hash on its GPU queues and in st:jobs (a job on several GPUs names them all).
+local function enqueue(key, uid, queues, indices, now)
+  if #queues > 1 then
+    redis.call('HSET', key, 'queues', table.concat(queues, ','),
+               'gpus', table.concat(indices, ','))
+  end
+  for _, queue in ipairs(queues) do
+    redis.call('ZADD', queue, now, uid)
+    touch(queue)
+  end
+  redis.call('ZADD', 'st:jobs', now, uid)
+end
 -- A GPU queue's MiB held and jobs now; members gone or expired leave the queue.
 local function occupancy(queue, now, cap)
   local used, count = 0, 0
@@ -122,15 +134,7 @@ for k, v in pairs(fields) do redis.call('HSET', KEYS[1], k, tostring(v)) end
 redis.call('HSET', KEYS[1], 'queue', chosen[1], 'gpu_index', indices[1],
            'reserved_mib', tostring(need), 'reserved_at', tostring(now),
            'expires_at', tostring(expires), 'state', fields.state or 'reserved')
-if want > 1 then
-  redis.call('HSET', KEYS[1], 'queues', table.concat(chosen, ','),
-             'gpus', table.concat(indices, ','))
-end
-for _, queue in ipairs(chosen) do
-  redis.call('ZADD', queue, now, uid)
-  touch(queue)
-end
-redis.call('ZADD', KEYS[2], now, uid)
+enqueue(KEYS[1], uid, chosen, indices, now)
 unwait(uid)
 return {'reserved', chosen[1], table.concat(indices, ',')}
 """
