@@ -271,6 +271,17 @@ class Scheduler:
                                              self.settings.reservation_ttl_s, source,
                                              plan.need.gpus)
             need, gpus = plan.need, state.gpus
+        return self._bind_reserved(pod, reservation, need, gpus, containers, now, source,
+                                   binder)
+
+    def _bind_reserved(self, pod: PodInfo, reservation: Reservation, need: Need,
+                       gpus: NodeGpus | None, containers: tuple[int, ...], now: float,
+                       source: str, binder: BindTarget | None,
+                       undo: Callable[[], object] | None = None) -> dict[str, str]:
+        """The annotations (the reservation, the node agent's hand-over), the Binding when
+        we bind, the confirmation, and the pod told; a new reservation whose bind fails is
+        released (and `undo` called)."""
+        node = reservation.node
         annotations = binding.pod_annotations(reservation, need, self.settings.signing_key)
         try:
             handover = {} if gpus is None else self._agent_annotations(
@@ -283,11 +294,12 @@ class Scheduler:
         except Exception:
             if reservation.new:
                 self.store.release_placement(pod.uid, node, source)
+                if undo is not None:
+                    undo()
             raise
-        if binder is not None:
-            if not self.store.confirm_bind(reservation, self.clock()):
-                log.warning("reservation of %s expired before bind confirmed; monitor "
-                            "reconciles", pod.uid)
+        if binder is not None and not self.store.confirm_bind(reservation, self.clock()):
+            log.warning("reservation of %s expired before bind confirmed; monitor reconciles",
+                        pod.uid)
         if reservation.new and gpus is not None:
             self.store.tell(decisions.reserved(pod.namespace, pod.name, reservation, gpus, need),
                             self.clock(), self.settings.decision_repeat_s)
@@ -309,27 +321,10 @@ class Scheduler:
         if held is None:
             raise Conflict(f"pod {pod.namespace}/{pod.name}: its gang's reservation is gone")
         need = Need(held.reserved_mib, held.predicted_s, gpus=len(reservation.gpus))
-        gpus = self.store.node_layouts().get(node)
-        annotations = binding.pod_annotations(reservation, need, self.settings.signing_key)
-        try:
-            handover = {} if gpus is None else self._agent_annotations(
-                reservation, gpus, need, containers, now)
-            annotations.update(handover)
-            if reservation.new and handover:
-                self.store.note_handover(pod.uid, hami.handed_uuids(handover), now)
-            if binder is not None:
-                binder.bind(pod.namespace, pod.name, pod.uid, node, annotations)
-        except Exception:
-            if reservation.new:
-                self.store.release_placement(pod.uid, node, source)
-                self.gangs.release(gang, "a member failed to bind", only_partial=False)
-            raise
-        if binder is not None and not self.store.confirm_bind(reservation, self.clock()):
-            log.warning("reservation of %s expired before bind confirmed", pod.uid)
-        if reservation.new and gpus is not None:
-            self.store.tell(decisions.reserved(pod.namespace, pod.name, reservation, gpus, need),
-                            self.clock(), self.settings.decision_repeat_s)
-        return annotations
+        return self._bind_reserved(
+            pod, reservation, need, self.store.node_layouts().get(node), containers, now,
+            source, binder,
+            undo=lambda: self.gangs.release(gang, "a member failed to bind", only_partial=False))
 
     def plan_nodes(self, nodes: NodeLayoutsByName) -> NodeLayoutsByName:
         """Every node the node watcher knows, and `nodes`: what a gang asked about one node
