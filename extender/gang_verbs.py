@@ -114,20 +114,17 @@ class Gangs:
         if plan is None:
             return self._waits(gang, size, assessment, nodes, view.revision)
         try:
-            status = self.store.gangs.reserve(gang, plan, demand, now,
-                                              self.settings.gang_plan_ttl_s)
+            planned = self.store.gangs.reserve(gang, plan, demand, now,
+                                               self.settings.gang_plan_ttl_s)
         except Conflict as exc:  # a GPU filled meanwhile: the next try plans again
             return _refused(nodes, str(exc))
-        if status == "exists":  # another worker planned it first: take a slot of that one
+        if planned is None:  # another worker planned it first: take a slot of that one
             view = self.store.gangs.claim(gang, demand, now)
             if view.status != "slot":
                 return _refused(nodes, f"gang {gang}: planned by another request; retried")
             return self._on_slot(gang, view, demand, nodes, plan_over is None)
         self.store.tell(_planned(gang, plan, demand), now, self.settings.decision_repeat_s)
-        view = GangView("slot", 0, {"slots": [{"node": s.node, "gpus": list(s.gpus),
-                                               "type": s.gpu_type, "mib": s.mib}
-                                              for s in plan.slots]}, True)
-        return self._on_slot(gang, view, demand, nodes, plan_over is None)
+        return self._on_slot(gang, planned, demand, nodes, plan_over is None)
 
     def take(self, gang: str, record: JobRecord, now: float, ttl_s: float,
              source: str) -> Reservation:

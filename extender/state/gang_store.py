@@ -85,11 +85,12 @@ class GangStore:
         return GangView(str(status), revision=(str(first), str(rest[0])))
 
     def reserve(self, gang: str, plan: GangPlan, member: PodDemand, now: float,
-                ttl_s: float) -> str:
+                ttl_s: float) -> GangView | None:
         """Reserve every slot of `plan` for the gang at once (each slot's GPUs held by a
         placeholder until a member takes it, all expiring after `ttl_s`), slot 0 claimed by
-        `member`. Returns "reserved", or "exists" (another worker's plan came first).
-        Raises `Conflict` when a GPU of the plan has no room any more."""
+        `member`. Returns the member's view of it (slot 0, just claimed), or None when
+        another worker's plan came first. Raises `Conflict` when a GPU of the plan has no
+        room any more."""
         slots = []
         for index, slot in enumerate(plan.slots):
             fields = {"pod": f"{gang.partition('/')[2]}#{index}", "namespace": member.namespace,
@@ -113,7 +114,7 @@ class GangStore:
             raise Conflict(f"gang {gang}: GPU {detail[0].split(':')[0]}:{detail[0].split(':')[1]} "
                            f"has no room for its plan any more (node:gpu:used MiB:jobs "
                            f"{detail[0]}); it is planned again")
-        return str(status)
+        return GangView("slot", 0, stored, claimed=True) if status == "reserved" else None
 
     def take(self, gang: str, record: JobRecord, now: float, ttl_s: float,
              source: str) -> Reservation | None:
