@@ -21,7 +21,8 @@
 
 The GPUs a pod needs at once come from its containers' ``nvidia.com/gpu`` request
 (none or 1: one GPU, shared by memory; k > 1: k GPUs of one node). The transformer
-annotations apply to transformer models only (the estimator refuses them on others).
+annotations (`TRANSFORMER_KEYS`: seq-len down to concurrent-seqs) apply to transformer
+models only: refused here on a pod that names no model, by the sizer on other models.
 
 Every value is bounded before it is converted: a string (Kubernetes annotations are
 strings) of at most `MAX_VALUE_CHARS` characters, surrounding spaces ignored; an
@@ -58,6 +59,7 @@ DTYPES = ("fp32", "bf16", "fp16", "int8", "int4")
 TRAIN_MODES = ("full", "lora")
 DEFAULT_LORA_RANK = 16
 BOOLEANS = {"true": True, "false": False}
+TRANSFORMER_KEYS = (SEQ_LEN, DTYPE, TRAIN_MODE, LORA_RANK, CHECKPOINTING, CONCURRENCY)
 MODEL_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
 SHOWN_CHARS = 40  # of a refused value, in the message
 
@@ -135,6 +137,10 @@ def parse_demand(pod: PodInfo) -> PodDemand | None:
     rank = _integer(annotations, LORA_RANK, 0, MAX_LORA_RANK)
     checkpointing = _choice(annotations, CHECKPOINTING, tuple(BOOLEANS))
     concurrency = _integer(annotations, CONCURRENCY, 0, MAX_CONCURRENCY)
+    if model is None and (given := [k for k in TRANSFORMER_KEYS if k in annotations]):
+        # Only a transformer estimate reads them: declared memory is reserved as it is.
+        raise AnnotationError(f"{', '.join(given)} apply to transformer models only; this "
+                              f"pod names no {MODEL} and is reserved its declared {GPU_MEMORY}")
     _only_for(task, "train", annotations, (TRAIN_MODE, LORA_RANK, CHECKPOINTING))
     _only_for(task, "inference", annotations, (CONCURRENCY,))
     if rank and train_mode != "lora":
