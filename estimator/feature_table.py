@@ -15,6 +15,7 @@ extrapolating from the two nearest cached batches outside their range.
 from __future__ import annotations
 
 import csv
+import difflib
 import fcntl
 import os
 import tempfile
@@ -132,11 +133,11 @@ class FeatureTable:
         """Features of one job; raises `UnknownModel` or `InvalidJob`."""
         check_job(task, batch)
         if model not in self._summaries or (model, task) not in self._sims:
-            known = ", ".join(self.models) or "none"
-            raise UnknownModel(
-                f"no cached {task} features for model {model!r}; known models: {known}. "
-                f"Add one with: schedtune features {model}"
-            )
+            like = close_names(model, [m for m in self.models if (m, task) in self._sims])
+            known = (f"did you mean {', '.join(like)}?" if like
+                     else f"known models: {', '.join(self.models) or 'none'}.")
+            raise UnknownModel(f"no cached {task} features for model {model!r}; {known} "
+                               f"Add one with: schedtune features {model}")
         summary = self._summaries[model]
         per = {c: float(summary[c]) for c in SUMMARY_COLUMNS}  # type: ignore[arg-type]
         sim = _interpolate(self._sims[(model, task)], batch)
@@ -153,6 +154,18 @@ class FeatureTable:
             + (per["input_mb_per_sample"] + per["fwd_bwd_mb_per_sample"]) * batch,
             **sim,
         )
+
+
+def close_names(name: str, known: Iterable[str], n: int = 3) -> list[str]:
+    """At most `n` of `known` that `name` may have meant (never `name` itself): those that
+    differ from it by case only, else `difflib`'s close matches, case ignored, best first."""
+    names = sorted(set(known) - {name})
+    folded = name.casefold()
+    same = [k for k in names if k.casefold() == folded]
+    if same:
+        return same[:n]
+    close = difflib.get_close_matches(folded, [k.casefold() for k in names], n=n)
+    return list(dict.fromkeys(k for c in close for k in names if k.casefold() == c))[:n]
 
 
 def check_job(task: str, batch: int) -> None:
