@@ -16,15 +16,23 @@ app (estimator loaded and warmed) *before* it opens the listening socket; worker
 fork with the app built. So a starting replica refuses connections until it can
 answer them at once, and never accepts one it leaves hanging.
 
+Ready: "extender ready" is logged by `when_ready`, once the master listens; a master that
+cannot listen (the address in use) exits non-zero without claiming it.
+
 Shut-down: the master stops what it started, and removes the metrics directory if it
-made one (PROMETHEUS_MULTIPROC_DIR unset); a directory someone configured stays.
+made one (PROMETHEUS_MULTIPROC_DIR unset); a directory someone configured stays. It does
+so on every exit of the master, not only gunicorn's `on_exit`: a failure to bind or to
+build the app exits without calling it, so the same clean-up runs at interpreter exit
+too (in the master only: the forked workers inherit the registration).
 """
 
 from gevent import monkey
 
 monkey.patch_all()
 
+import atexit  # noqa: E402
 import gc  # noqa: E402
+import logging  # noqa: E402
 import os  # noqa: E402
 import shutil  # noqa: E402
 import ssl  # noqa: E402
@@ -36,6 +44,7 @@ _settings = Settings.from_env(os.environ)
 _embedded = []
 _children = []
 _made_dirs = []  # directories on_starting created, so on_exit removes those and no others
+log = logging.getLogger("extender.web.gunicorn")
 
 bind = _settings.bind_address
 workers = _settings.workers
@@ -57,6 +66,7 @@ if _settings.tls_client_ca_file:  # mutual TLS: no client certificate, no connec
 
 def on_starting(server):  # noqa: ANN001
     """In the master, before it listens: shared services, then the app itself."""
+    atexit.register(_stop_shared, os.getpid())
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         metrics_dir = tempfile.mkdtemp(prefix="schedtune-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
@@ -72,12 +82,14 @@ def on_starting(server):  # noqa: ANN001
     gc.freeze()  # the app's objects stay in pages the workers share after fork
 
 
-def when_ready(server):  # noqa: ANN001, ARG001
+def when_ready(server):  # noqa: ANN001
+    """In the master, once it listens (workers not forked yet)."""
     from extender.cluster.node_watch import start_in_background
 
     watcher = start_in_background(_settings)
     if watcher is not None:
         _children.append(watcher)
+    log.info("extender ready", extra={"listening": ",".join(map(str, server.LISTENERS))})
 
 
 def post_worker_init(worker):  # noqa: ANN001, ARG001
@@ -94,10 +106,18 @@ def child_exit(server, worker):  # noqa: ANN001, ARG001
 
 
 def on_exit(server):  # noqa: ANN001, ARG001
-    for child in _children:
+    _stop_shared(os.getpid())
+
+
+def _stop_shared(master_pid: int) -> None:
+    """Stop what the master started and remove what it made, once (on_exit, then atexit)."""
+    if os.getpid() != master_pid:
+        return  # a worker exiting: the master's services are not its to stop
+    while _children:
+        child = _children.pop()
         child.terminate()
         child.wait(timeout=10)
-    for redis in _embedded:
-        redis.stop()
-    for directory in _made_dirs:
-        shutil.rmtree(directory, ignore_errors=True)
+    while _embedded:
+        _embedded.pop().stop()
+    while _made_dirs:
+        shutil.rmtree(_made_dirs.pop(), ignore_errors=True)
