@@ -80,11 +80,13 @@ function empty(columns, text) {
 function render(state) {
   const gpus = state.nodes.flatMap((node) => node.gpus);
   const sum = (key) => gpus.reduce((total, gpu) => total + (gpu[key] || 0), 0);
+  // A job on k GPUs is in each of their queues: one job (one reservation), k GPU slots.
+  const jobs = new Set(gpus.flatMap((gpu) => gpu.queue.map((job) => job.uid))).size;
   document.getElementById("as-of").textContent = `data of ${utc(state.now)} UTC`;
   document.getElementById("totals").textContent =
     `${state.nodes.length} nodes · ${gpus.length} GPUs · ${whole(sum("reserved_mib"))} of ` +
-    `${whole(sum("capacity_mib"))} MiB reserved · ${sum("jobs")} jobs · ` +
-    `${state.waiting.length} waiting`;
+    `${whole(sum("capacity_mib"))} MiB reserved · ${jobs} jobs holding ${sum("jobs")} GPU ` +
+    `slots · ${state.waiting.length} waiting`;
 
   const nodes = document.getElementById("nodes");
   nodes.replaceChildren(...state.nodes.map(nodeBlock));

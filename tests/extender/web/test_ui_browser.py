@@ -31,9 +31,10 @@ from werkzeug.serving import make_server
 
 from extender.settings import Settings
 from extender.web.app import create_app
-from tests.builders import make_pod
+from extender.wire.objects import decode_node
+from tests.builders import make_node, make_pod
 from tests.extender.web.test_ui import (
-    HOSTILE, NODES, PLACEMENTS, TOKEN, _closed_port, fill_cluster, hostile_node, place,
+    HOSTILE, NODES, PLACEMENTS, RTX_3090, TOKEN, _closed_port, fill_cluster, hostile_node, place,
 )  # fmt: skip
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -160,7 +161,8 @@ def test_the_page_draws_nodes_gpus_jobs_waiting_pods_and_decisions(
         totals = browser.find_element(By.ID, "totals").text
         reserved = sum(g["reserved_mib"] for n in state["nodes"] for g in n["gpus"])
         assert totals == (f"4 nodes · 6 GPUs · {_whole(reserved)} of {3 * 24576 + 3 * 8192} MiB "
-                          f"reserved · {len(PLACEMENTS)} jobs · 1 waiting")
+                          f"reserved · {len(PLACEMENTS)} jobs holding {len(PLACEMENTS)} GPU "
+                          "slots · 1 waiting")
         assert not browser.find_element(By.ID, "error").is_displayed()
         assert [e.get_attribute("data-node") for e in _css(browser, "[data-node]")] == [
             n["metadata"]["name"] for n in NODES]
@@ -221,6 +223,17 @@ def test_the_page_draws_nodes_gpus_jobs_waiting_pods_and_decisions(
     assert _css(browser, "#decisions tbody tr")[0].get_attribute("data-pod") == (
         "default/resnet18-late")
     assert cluster.placed  # the state above was the one made here
+
+
+def test_a_job_on_several_gpus_is_one_job_holding_a_slot_on_each(
+        browser, serve, client, store) -> None:
+    node = make_node("gpu-node-4", RTX_3090, count=4, memory_mib=24576, replicas=4)
+    store.put_node(*decode_node(node, "node"))
+    place(client, make_pod("ddp", model="resnet18", batch=32, gpus=4), "gpu-node-4", [node])
+    place(client, make_pod("alone", model="resnet18", batch=8), "gpu-node-4", [node])
+    _open(browser, serve())
+    totals = browser.find_element(By.ID, "totals").text
+    assert " MiB reserved · 2 jobs holding 5 GPU slots · 0 waiting" in totals, totals
 
 
 def test_user_text_is_drawn_as_text_never_markup(browser, serve, client,  # noqa: ANN001
