@@ -114,6 +114,12 @@ class FeatureTable:
         """This table plus (or with replaced) the given models' rows."""
         return FeatureTable({**self._summaries, **summaries}, {**self._sims, **sims})
 
+    def rows_of(self, model: str) -> tuple[object, dict[str, object]]:
+        """Everything the table holds of `model` (its summary, its simulated rows per task):
+        two tables estimate a model alike when these are equal."""
+        return (self._summaries.get(model),
+                {t: self._sims[model, t] for t in TASKS if (model, t) in self._sims})
+
     def family(self, model: str) -> str | None:
         """The model's architecture family (None: not in the table)."""
         summary = self._summaries.get(model)

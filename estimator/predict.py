@@ -142,12 +142,15 @@ class Estimator:
     def models(self) -> tuple[str, ...]:
         return self.table.models
 
-    def use_table(self, table: FeatureTable) -> None:
-        """Estimate from `table` from now on (models registered or removed at run time):
-        the memo is refilled from it (registrations are rare; about 40 ms)."""
-        self.table = table
-        self._memo = {}
-        self.warm()
+    def use_table(self, table: FeatureTable) -> int:
+        """Estimate from `table` from now on (models registered or removed at run time).
+        A model's estimates rest on its own rows only, so the memo keeps those of every
+        model whose rows are unchanged and predicts the rest; returns how many were
+        predicted (a registry change costs what it changed)."""
+        old, self.table = self.table, table
+        same = {m for m in {m for m, _, _ in self._memo} if old.rows_of(m) == table.rows_of(m)}
+        self._memo = {key: figures for key, figures in self._memo.items() if key[0] in same}
+        return self.warm()
 
     def metadata(self) -> dict[str, dict[str, Any]]:
         return {t: p.meta for t, p in self._predictors.items()}

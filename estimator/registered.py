@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -56,7 +56,19 @@ class RegisteredModel:
 
     @classmethod
     def from_json(cls, raw: bytes | str) -> RegisteredModel:
-        """Raises `RegistryError` naming what is wrong."""
+        """The one reader of an entry, whoever wrote it: a model, or `RegistryError` naming
+        what is wrong (never another exception, whatever the bytes)."""
+        try:
+            return cls._read(raw)
+        except RegistryError:
+            raise
+        except Exception as exc:  # a value no check above foresaw
+            raise RegistryError(f"entry unreadable: {type(exc).__name__}") from exc
+
+    @classmethod
+    def _read(cls, raw: bytes | str) -> RegisteredModel:
+        if not isinstance(raw, bytes | str):
+            raise RegistryError("entry must be JSON text")
         if len(raw) > MAX_ENTRY_BYTES:
             raise RegistryError(f"entry larger than {MAX_ENTRY_BYTES} bytes")
         try:
@@ -89,11 +101,33 @@ class RegisteredModel:
                 raise RegistryError(f"{name}: sims must map {', '.join(TASKS)} to batches")
             sims[task] = {}
             for batch, row in rows.items():
-                if not (isinstance(batch, str) and batch.isdigit()
-                        and 1 <= int(batch) <= MAX_BATCH):
+                if not (isinstance(batch, str) and 0 < len(batch) <= 4 and batch.isascii()
+                        and batch.isdigit() and 1 <= int(batch) <= MAX_BATCH):
                     raise RegistryError(f"{name}: batch {batch!r} not in 1..{MAX_BATCH}")
                 sims[task][int(batch)] = _numbers(row, SIM_COLUMNS, f"{name} {task} {batch}")
         return cls(name, family, kind, source, summary, sims)
+
+
+def read_entries(entries: Mapping[str, str | bytes], reserved: Container[str]
+                 ) -> tuple[dict[str, RegisteredModel], dict[str, str]]:
+    """The registry's entries (key -> stored JSON) as models, and the unusable ones, key ->
+    why: unreadable (`RegisteredModel.from_json`), stored under another key than its name,
+    or named as a model in `reserved` (built in or shipped). Every path reads entries
+    through this: the replicas, `/readyz` and the CLI."""
+    models, unusable = {}, {}
+    for key, raw in entries.items():
+        try:
+            model = RegisteredModel.from_json(raw)
+        except RegistryError as exc:
+            unusable[key] = str(exc)
+            continue
+        if model.name != key:
+            unusable[key] = f"stored under {key!r} but named {model.name!r}"
+        elif key in reserved:
+            unusable[key] = f"{key!r} is a built-in model's name"
+        else:
+            models[key] = model
+    return models, unusable
 
 
 def check_name(name: str) -> None:

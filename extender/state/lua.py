@@ -346,10 +346,38 @@ return {status, detail}
 """
 
 TELL = """
--- A decision appended to the log (KEYS[1], capped at about ARGV[2] entries), at most once
--- per ARGV[1] seconds when KEYS[2] (the decision's once-key) is given. ARGV[3..]: fields.
-if KEYS[2] and not redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[1]) then return 0 end
-redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', unpack(ARGV, 3))
+-- A decision appended to the log (KEYS[1], capped at about ARGV[2] entries). A decision
+-- told again while it holds (KEYS[2], its once-key, given) is appended at most once per
+-- ARGV[1] seconds, and at most ARGV[3] such decisions of one namespace per ARGV[4]
+-- seconds (KEYS[3] counts them): one namespace's waiting pods never crowd the log and
+-- trim another's decisions before they are posted; one over the quota is told on a
+-- later request. ARGV[5..]: fields.
+if KEYS[2] then
+  if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+  local told = redis.call('INCR', KEYS[3])
+  if told == 1 then redis.call('EXPIRE', KEYS[3], ARGV[4]) end
+  if told > tonumber(ARGV[3]) then return 0 end
+  redis.call('SET', KEYS[2], '1', 'EX', ARGV[1])
+end
+redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', unpack(ARGV, 5))
+return 1
+"""
+
+OWNER_RUN = """
+-- A finished run of a controller's declared-memory pods: KEYS[1] the owner's hash
+-- (runs, seconds), expiring ARGV[3] s after its last run; KEYS[2] the one hash earlier
+-- versions kept every owner in ('<owner>|runs', '<owner>|seconds'), whose fields of this
+-- owner are folded in and dropped. ARGV[1]: the owner, ARGV[2]: the run's seconds.
+local old_runs = tonumber(redis.call('HGET', KEYS[2], ARGV[1] .. '|runs'))
+local old_seconds = tonumber(redis.call('HGET', KEYS[2], ARGV[1] .. '|seconds'))
+if old_runs and old_seconds and old_runs >= 1 and old_seconds >= 0 then
+  redis.call('HINCRBY', KEYS[1], 'runs', math.floor(old_runs))
+  redis.call('HINCRBYFLOAT', KEYS[1], 'seconds', old_seconds)
+end
+redis.call('HDEL', KEYS[2], ARGV[1] .. '|runs', ARGV[1] .. '|seconds')
+redis.call('HINCRBY', KEYS[1], 'runs', 1)
+redis.call('HINCRBYFLOAT', KEYS[1], 'seconds', ARGV[2])
+redis.call('EXPIRE', KEYS[1], ARGV[3])
 return 1
 """
 

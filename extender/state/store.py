@@ -64,7 +64,8 @@ Key layout (human readable; every key is built by the helpers below):
                                     alpha)
     st:models               hash    model name -> JSON entry of a model users registered
                                     (`estimator.registered`: features or a transformer
-                                    configuration); st:models:rev bumped on every change
+                                    configuration); st:models:rev bumped on every change,
+                                    st:models:epoch a token per registry (`model_store`)
     st:owner-runs           hash    {namespace}/{kind}/{name}|runs and |seconds: finished runs
                                     of a controller's declared-memory pods (their mean times
                                     its next pod when that declares no time)
@@ -101,6 +102,7 @@ from extender.model import (
 from extender.state import lua
 from extender.core.time_bias import BIAS_PREFIX
 from extender.state.gang_store import GangStore
+from extender.state.model_store import ModelStore
 from extender.state.records import (
     alphas_from_pairs, as_mapping, time_biases_from_pairs, floors_from_pairs, gpu_list, job_from_mapping, job_from_pairs,
     layout_from_json, layout_from_row, live_waiters, queued_jobs, reading,
@@ -116,19 +118,24 @@ CHANGED_KEY = "st:changed"
 EPOCH_KEY = "st:epoch"
 JOBS_KEY = "st:jobs"
 OBSERVATIONS_KEY = "st:observations"
-OOMS_KEY = "st:ooms"
+OOMS_KEY = "st:ooms"  # earlier versions' set of every OOM kill seen (read, never written)
+OOM_SEEN_PREFIX = "st:oom:"  # + the kill's event: counted (expires)
+OOM_SEEN_TTL_S = 7 * 86400  # a kill is re-read from its pod's status while the pod lives
 WAITING_KEY = "st:waiting"
 OBSERVATIONS_MAXLEN = 100_000
 DECISIONS_KEY = "st:decisions"
 POSTERS_GROUP = "event-posters"  # the monitors' consumer group on the decision log
 DECISIONS_MAXLEN = 2_000
+# Repeated decisions (waiting, held) one namespace may add to the log per window: a tenth
+# of it per minute, under what the Event posters drain (EXTENDER_EVENT_RATE, 5/s).
+TOLD_QUOTA, TOLD_QUOTA_WINDOW_S = DECISIONS_MAXLEN // 10, 60
+TOLD_QUOTA_PREFIX = "st:told-quota:"  # + namespace: its repeated decisions this window
 FLOOR_JOBS_KEY = "st:floor-jobs"
 HANDOVERS_KEY = "st:handovers"
 INTERFERENCE_KEY = "st:interference"  # GPU type -> learned alpha (the monitor's fit)
-OWNER_RUNS_KEY = "st:owner-runs"
-MODELS_KEY = "st:models"
-MODELS_REV_KEY = "st:models:rev"
-NONE_REGISTERED = "0"  # the registry's revision before any model was registered
+OWNER_RUNS_KEY = "st:owner-runs"  # earlier versions' hash of every owner's runs
+OWNER_RUNS_PREFIX = "st:owner-runs:"  # + namespace/kind/name: that owner's runs and seconds
+OWNER_RUNS_TTL_S = 30 * 86400  # an owner with no finished run for this long is forgotten
 LayoutRule = Callable[[NodeGpus | None, NodeGpus | None], NodeGpus | None]
 KUBE_BIND = "kube"  # a reservation's source: kube-scheduler's bind verb
 VOLCANO_ALLOCATE = "volcano"  # Volcano's allocate event (only its deallocate may drop it)
@@ -227,7 +234,9 @@ class RedisStore:
         self._raise_floor = client.register_script(lua.RAISE_FLOOR)
         self._raises_reset = client.register_script(lua.RAISES_RESET)
         self._grow_beside = client.register_script(lua.GROW_BESIDE)
+        self._owner_run = client.register_script(lua.OWNER_RUN)
         self.gangs = GangStore(client, self._call)
+        self.models = ModelStore(client, self._call)
         self._layout_cache: tuple[str | None, dict[str, NodeGpus]] = (None, {})
         self._timeout_s = client.connection_pool.connection_kwargs.get("socket_timeout") or 1.0
         self._mirror = QueueMirror()
@@ -377,47 +386,32 @@ class RedisStore:
                            args=[now, *capacities])
         return {str(uid): float(mib) for uid, mib in zip(pairs[::2], pairs[1::2], strict=True)}
 
+    # The registry's old entry points (until their callers read `self.models`).
     def publish_model(self, name: str, entry: bytes) -> None:
-        """Register (or replace) a model for every replica: one transaction."""
-        pipe = self._redis.pipeline(transaction=True)
-        pipe.hset(MODELS_KEY, name, entry)
-        pipe.incr(MODELS_REV_KEY)
-        self._call(pipe.execute)
+        self.models.publish(name, entry)
 
     def remove_model(self, name: str) -> bool:
-        """Unregister a model; False when it was not registered."""
-        pipe = self._redis.pipeline(transaction=True)
-        pipe.hdel(MODELS_KEY, name)
-        pipe.incr(MODELS_REV_KEY)
-        removed, _ = self._call(pipe.execute)
-        return bool(removed)
+        return self.models.remove(name)
 
     def registered_model(self, name: str) -> str | None:
-        return self._call(self._redis.hget, MODELS_KEY, name)
+        return self.models.entry(name)
 
     def registered_models(self) -> tuple[str, dict[str, str]]:
-        """(rev, name -> entry) read together."""
-        pipe = self._redis.pipeline(transaction=True)
-        pipe.get(MODELS_REV_KEY)
-        pipe.hgetall(MODELS_KEY)
-        rev, entries = self._call(pipe.execute)
-        return rev or NONE_REGISTERED, entries
-
-    def models_rev(self) -> str:
-        """The registry's revision: `NONE_REGISTERED` until a model is first registered."""
-        return self._call(self._redis.get, MODELS_REV_KEY) or NONE_REGISTERED
+        return self.models.entries()
 
     def record_owner_run(self, owner: str, seconds: float) -> None:
-        """Count a finished run of `owner`'s pods (namespace/kind/name) and its seconds."""
-        pipe = self._redis.pipeline(transaction=True)
-        pipe.hincrby(OWNER_RUNS_KEY, f"{owner}|runs", 1)
-        pipe.hincrbyfloat(OWNER_RUNS_KEY, f"{owner}|seconds", seconds)
-        self._call(pipe.execute)
+        """Count a finished run of `owner`'s pods (namespace/kind/name) and its seconds; an
+        owner with no run for `OWNER_RUNS_TTL_S` is forgotten."""
+        self._call(self._owner_run, keys=[OWNER_RUNS_PREFIX + owner, OWNER_RUNS_KEY],
+                   args=[owner, repr(float(seconds)), OWNER_RUNS_TTL_S])
 
     def owner_seconds(self, owner: str) -> float | None:
         """The mean seconds of `owner`'s finished runs (None: none yet, or unreadable)."""
-        runs, seconds = self._call(self._redis.hmget, OWNER_RUNS_KEY,
-                                   [f"{owner}|runs", f"{owner}|seconds"])
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.hmget(OWNER_RUNS_PREFIX + owner, ["runs", "seconds"])
+        pipe.hmget(OWNER_RUNS_KEY, [f"{owner}|runs", f"{owner}|seconds"])  # earlier versions'
+        own, old = self._call(pipe.execute)
+        runs, seconds = own if own[0] is not None else old
         count, total = reading(runs, 0.0), reading(seconds, 0.0)
         return total / count if count >= 1 and total > 0 else None
 
@@ -550,11 +544,19 @@ class RedisStore:
         return [job_from_mapping(d) for d in self._call(pipe.execute) if d.get("uid")]
 
     def record_oom(self, event: str) -> bool:
-        """Count one OOM kill (`event` names pod, container and restart); False if counted."""
-        return bool(self._call(self._redis.sadd, OOMS_KEY, event))
+        """Count one OOM kill (`event` names pod, container and restart); False if counted
+        (in the last `OOM_SEEN_TTL_S`, or in the set earlier versions kept)."""
+        if self._call(self._redis.sismember, OOMS_KEY, event):
+            return False
+        return bool(self._call(self._redis.set, OOM_SEEN_PREFIX + event, "1", nx=True,
+                               ex=OOM_SEEN_TTL_S))
 
     def oom_count(self) -> int:
-        return int(self._call(self._redis.scard, OOMS_KEY))
+        """OOM kills counted in the last `OOM_SEEN_TTL_S` (a key scan: for operators and
+        tests, never on a request's path), and those earlier versions kept."""
+        seen = self._call(lambda: sum(1 for _ in self._redis.scan_iter(OOM_SEEN_PREFIX + "*",
+                                                                         count=1000)))
+        return seen + int(self._call(self._redis.scard, OOMS_KEY))
 
     def job(self, uid: str) -> JobRecord | None:
         data = self._call(self._redis.hgetall, job_key(uid))
@@ -684,10 +686,13 @@ class RedisStore:
                   repeat_s: int) -> int:
         told = 0
         for d in decisions:
-            keys = [DECISIONS_KEY, *([f"st:told:{d.once_key}"] if d.once_key else [])]
+            keys = [DECISIONS_KEY]
+            if d.once_key:
+                keys += [f"st:told:{d.once_key}", TOLD_QUOTA_PREFIX + d.pod.partition("/")[0]]
             fields = ["kind", d.kind, "at", f"{now:.3f}", "uid", d.uid, "pod", d.pod,
                       "node", d.node, "message", d.message]
-            self._tell(keys=keys, args=[max(1, int(repeat_s)), DECISIONS_MAXLEN, *fields],
+            self._tell(keys=keys, args=[max(1, int(repeat_s)), DECISIONS_MAXLEN,
+                                        TOLD_QUOTA, TOLD_QUOTA_WINDOW_S, *fields],
                        client=pipe)
             told += 1
         return told

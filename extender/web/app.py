@@ -15,7 +15,6 @@ from collections.abc import Callable
 
 from flask import Flask, Response
 
-from estimator.errors import EstimatorError
 from estimator.predict import Estimator
 from extender import logs, metrics
 from extender.web import auth
@@ -34,6 +33,7 @@ from extender.settings import Settings
 from extender.wire.objects import NodeLayouts
 
 log = logging.getLogger(__name__)
+READY_LISTS = 20  # unusable registry entries /readyz names (it counts them all)
 
 
 def create_app(settings: Settings | None = None, binder: BindTarget | None = None,
@@ -50,7 +50,7 @@ def create_app(settings: Settings | None = None, binder: BindTarget | None = Non
                           group_sizes=_group_sizes(binder))
     try:  # models registered at run time, warmed before any request
         scheduler.registry.sync()
-    except (StoreUnavailable, EstimatorError) as exc:  # a request follows the registry then
+    except StoreUnavailable as exc:  # a request follows the registry then
         log.warning("model registry not read at start", extra={"error": str(exc)[:300]})
     state = metrics.StateCollector(store, settings.collocation,
                                    **({"clock": clock} if clock else {}))
@@ -76,7 +76,13 @@ def create_app(settings: Settings | None = None, binder: BindTarget | None = Non
             store.ping()
         except StoreUnavailable as exc:
             return respond({"status": "unavailable", "redis": str(exc)}, 503)
-        return respond({"status": "ready", "models": len(estimator.models)})
+        registry = scheduler.registry
+        return respond({"status": "ready", "models": len(estimator.models),
+                        "registry": {"revision": registry.revision,
+                                     "registered": len(registry.models),
+                                     "unusable": len(registry.unusable),
+                                     "skipped": {k[:63]: why[:200] for k, why in sorted(
+                                         registry.unusable.items())[:READY_LISTS]}}})
 
     @app.get("/metrics")
     def metrics_view() -> Response:

@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from extender.core.queue_report import queue_report
-from extender.model import JobRecord, Limits, NodeGpus
+from extender.model import GPU_MEMORY, JobRecord, Limits, NodeGpus
 from tests.builders import filter_args, make_node, make_pod
 
 THREE_090 = '{"product": "NVIDIA-GeForce-RTX-3090", "gpu_type": "RTX-3090", "count": 1, ' \
@@ -75,19 +75,28 @@ def test_a_key_of_the_wrong_type_is_a_retriable_error_and_others_pass(client,
     assert unannotated["NodeNames"] == ["ok"]
 
 
-@pytest.mark.parametrize(("key", "model"), [
-    ("st:waiting", "resnet50"),  # read by the changes script, after the record's write
-    ("st:models", "not-a-known-model"),  # read after the snapshot: the registry
+def _owned_declared_pod() -> dict:
+    """A declared-memory pod of a Job, with no time: its owner's runs time it."""
+    pod = make_pod(model=None, **{GPU_MEMORY: "4096"})
+    pod["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job",
+                                           "name": "train", "uid": "j-1", "controller": True}]
+    return pod
+
+
+@pytest.mark.parametrize(("key", "pod"), [
+    ("st:waiting", make_pod(model="resnet50")),  # read by the changes script, after the
+    # record's write
+    ("st:owner-runs:default/Job/train", _owned_declared_pod()),  # read after the snapshot
 ])
 def test_a_names_mode_filter_that_errs_leaves_redis_as_it_was(client, raw_redis, key,
-                                                             model) -> None:
+                                                             pod) -> None:
     # Names mode writes the pod's record in the read's pipeline: an error after it must
     # take the record back, as an answer with its Error set changes nothing.
     raw_redis.hset("st:nodes", "ok", THREE_090)
     _filter_names(client, ["ok"])  # the script's own keys exist
     raw_redis.set(key, "wrong type")
     before = {k: raw_redis.dump(k) for k in raw_redis.keys("*")}
-    out = client.post("/filter", json=filter_args(make_pod(model=model), [make_node("ok")],
+    out = client.post("/filter", json=filter_args(pod, [make_node("ok")],
                                                   names_only=True)).get_json()
     assert "WRONGTYPE" in out["Error"]
     assert {k: raw_redis.dump(k) for k in raw_redis.keys("*")} == before
