@@ -53,3 +53,11 @@ class BindFailed(ExtenderError):
 
     status = 502
     retriable = True
+
+
+class InternalError(ExtenderError):
+    """A failure no other class names (a defect): answered in the verb's shape as a
+    retriable error, logged with its traceback."""
+
+    status = 500
+    retriable = True

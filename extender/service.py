@@ -260,10 +260,13 @@ class Scheduler:
             need = Need(held.reserved_mib, held.predicted_s)
             gpus = None
         else:
-            plan = binding.plan_reservation(pod, filtered.demand, state,
-                                            self._needs(filtered.demand, [state.gpus],
-                                                        snapshot.floors,
-                                                        snapshot.time_biases),
+            try:
+                needs = self._needs(filtered.demand, [state.gpus], snapshot.floors,
+                                    snapshot.time_biases)
+            except (AnnotationError, EstimatorError) as exc:  # e.g. its model removed since
+                raise Conflict(f"pod {pod.namespace}/{pod.name} can no longer be estimated "
+                               f"as it was filtered ({exc}): filter it again") from exc
+            plan = binding.plan_reservation(pod, filtered.demand, state, needs,
                                             self.settings, now,
                                             frozenset(filtered.held.get(node, ())),
                                             alphas_for(snapshot, self.settings).of(state.gpus))

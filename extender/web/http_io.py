@@ -8,6 +8,7 @@ limit) or the echo of full node objects (orjson's encoder stops at 254 levels).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from functools import wraps
@@ -17,9 +18,9 @@ import numpy as np
 import orjson
 from flask import Response, current_app, request
 from gunicorn.http.errors import ParseException
-from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge
+from werkzeug.exceptions import ClientDisconnected, HTTPException, RequestEntityTooLarge
 
-from extender.errors import BadRequest, BodyTooLarge
+from extender.errors import BadRequest, BodyTooLarge, ExtenderError, InternalError
 from extender.metrics import REQUEST_SECONDS
 from extender.service import Scheduler
 from extender.wire.objects import NodeLayouts
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from extender.web.ahead import PricedAhead
     from extender.web.known_nodes import KnownNodeObjects
 
+log = logging.getLogger(__name__)
 MAX_JSON_DEPTH = 64  # arrays and objects inside each other; real requests reach 12
 _STRUCTURE = b'"[]{}'
 _OTHER_BYTES = bytes(range(256)).translate(None, _STRUCTURE)
@@ -148,3 +150,17 @@ def timed(verb: str) -> Callable[[Callable[..., Response]], Callable[..., Respon
         return wrapper
 
     return decorate
+
+
+def answer_defect(exc: Exception, answer: Callable[[ExtenderError], Response]
+                  ) -> Response | HTTPException:
+    """A blueprint's handler of exceptions no `ExtenderError` handler took: HTTP errors as
+    Flask renders them, anything else logged with its traceback and answered by
+    `answer` (the verb's contract shape) as a retriable `InternalError`, never Flask's
+    HTML 500 page."""
+    if isinstance(exc, HTTPException):
+        return exc
+    log.error("request failed on an unexpected error", exc_info=exc,
+              extra={"endpoint": request.endpoint, "error": type(exc).__name__})
+    return answer(InternalError(f"internal error ({type(exc).__name__}); the extender's "
+                                "log holds its traceback"))

@@ -6,12 +6,13 @@ import logging
 from functools import partial
 
 from flask import Blueprint, Response, request
+from werkzeug.exceptions import HTTPException
 
 from extender.wire import kube as wire_kube
 from extender.errors import ExtenderError
 from extender.web.ahead import after_filter
 from extender.web.http_io import (
-    known_nodes, node_layouts, priced_ahead, read_json, respond, respond_encoded, scheduler,
+    answer_defect, known_nodes, node_layouts, priced_ahead, read_json, respond, respond_encoded, scheduler,
     timed,
 )  # fmt: skip
 from extender.metrics import BINDS, ERRORS
@@ -68,3 +69,8 @@ def contract_error(exc: ExtenderError) -> Response:
     if verb == "prioritize":
         return respond({"Error": str(exc)}, status if status != 200 else 503)
     return respond(wire_kube.encode_filter_error(str(exc)), status)
+
+
+@bp.errorhandler(Exception)
+def defect(exc: Exception) -> Response | HTTPException:
+    return answer_defect(exc, contract_error)

@@ -6,10 +6,11 @@ from __future__ import annotations
 import logging
 
 from flask import Blueprint, Response, request
+from werkzeug.exceptions import HTTPException
 
 from extender.wire import volcano as wire_volcano
 from extender.errors import ExtenderError
-from extender.web.http_io import node_layouts, read_json, respond, scheduler, timed
+from extender.web.http_io import answer_defect, node_layouts, read_json, respond, scheduler, timed
 from extender.metrics import ERRORS, count_filter
 
 bp = Blueprint("volcano", __name__, url_prefix="/volcano")
@@ -74,3 +75,8 @@ def contract_error(exc: ExtenderError) -> Response:
     if verb == "prioritize":
         return respond(wire_volcano.encode_prioritize({}, str(exc)), status)
     return respond({"error": str(exc)}, status if status != 200 else 503)
+
+
+@bp.errorhandler(Exception)
+def defect(exc: Exception) -> Response | HTTPException:
+    return answer_defect(exc, contract_error)
