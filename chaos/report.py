@@ -11,6 +11,7 @@ from typing import Any
 from chaos.answers import NO_ANSWER
 from chaos.audit import workers_report
 from chaos.race import Race
+from chaos.registry import SCENARIOS as REGISTRY_SCENARIOS
 from chaos.world import World
 
 # What each enforced figure must be, and the part of #14 a failure points to.
@@ -39,6 +40,12 @@ EXPECTED: dict[str, tuple[Any, str]] = {
     "replica_restarts_without_good_answer": (0, "restarts (item 5)"),
     "restarts_over_budget": (0, "restarts (item 5)"),
     "secrets_in_logs": (0, "logging"),
+    "registry_poison_bad_answers": (0, "registry (one reader, #50)"),
+    "registry_poison_not_reported": (0, "registry (/readyz, #50)"),
+    "registry_reloads_without_change": (0, "registry (reload cost, #50)"),
+    "replica_start_failures_with_poisoned_registry": (0, "registry (#50)"),
+    "churn_non_contract_answers": (0, "verbs' error shapes (#50)"),
+    "replicas_disagreeing_after_wipe": (0, "registry identity (#50)"),
 }
 
 
@@ -101,6 +108,7 @@ def figures(world: World, args: argparse.Namespace, faults: dict[str, list],
         "replica_restarts_without_good_answer": len(restarts) - len(good),
         "restarts_over_budget": sum(1 for r in good if r > args.restart_budget_s),
         "secrets_in_logs": workers["secrets_in_logs"],
+        **found["registry"],
         "restart_to_first_good_answer_s": summary(good),
         "lost_reservations_after_redis_kill": sum(k["lost"] for k in kills),
         "released_reservations_back_after_redis_kill": sum(k["released_but_back"] for k in kills),
@@ -116,14 +124,16 @@ def asked_and_executed(world: World, args: argparse.Namespace, state: Race,
     asked = {"hostile_requests": args.fuzz, "attack_rounds": rounds,
              "racing_bind_answers": args.binds, "replicas_receiving_binds": 2,
              "redis_kills": args.redis_kills, "replica_kills": args.replica_kills,
-             "slow_clients": args.slow_clients, **{f"hostile:{k}": n for k, n in kinds.items()}}
+             "slow_clients": args.slow_clients, "registry_scenarios": REGISTRY_SCENARIOS,
+             **{f"hostile:{k}": n for k, n in kinds.items()}}
     executed = {
         "hostile_requests": sum(counts["hostile"].values()),
         "attack_rounds": min(counts["attacks"][f"{a}_rounds"] for a in attacks),
         "racing_bind_answers": state.binds_answered,
         "replicas_receiving_binds": sum(1 for i in (0, 1)
                                         if counts["race"][f"bind_requests_to_replica_{i}"]),
-        **{k: counts["executed"][k] for k in ("redis_kills", "replica_kills", "slow_clients")},
+        **{k: counts["executed"][k] for k in ("redis_kills", "replica_kills", "slow_clients",
+                                              "registry_scenarios")},
         **{f"hostile:{k}": counts["hostile"][k] for k in kinds}}
     return asked, executed
 
@@ -171,6 +181,7 @@ def report(world: World, args: argparse.Namespace, state: Race, faults: dict[str
                          "answered_while_held": sum(slow.values()) - ending(slow, NO_ANSWER),
                          "max_latency_while_held_s": round(
                              ledger.peaks.get("latency_s:slow_clients", 0.0), 3)},
+        "registry": dict(counts["registry"]),
         "audit": checked, "workers": workers, "samples": dict(ledger.samples),
     }
     result["failures"] = judge(result)

@@ -21,6 +21,7 @@ from chaos.fuzz import hostile
 from chaos.ledger import Ledger
 from chaos.processes import Replicas
 from chaos.race import RACERS, Race
+from chaos.registry import run_registry
 from chaos.report import report
 from chaos.world import World
 from extender.cluster.node_watch import apply_listing
@@ -58,6 +59,8 @@ def run(world: World, args: argparse.Namespace, started: float) -> dict[str, Any
     store = world.store
     found = {"names": names_in_state(store),
              "unauth": sum(1 for uid in unauth if store.job(uid) or store.filter_record(uid))}
+    log.info("registry scenarios after %.1f s", time.monotonic() - started)
+    found["registry"] = run_registry(world)
     for uid in store.job_uids():  # the hostile phase's pods end: the race starts clean
         store.release(uid)
     log.info("race after %.1f s", time.monotonic() - started)

@@ -49,6 +49,10 @@ PASSTHROUGH = Counter("schedtune_passthrough_total", "Pods without schedtune.io/
 ERRORS = Counter("schedtune_extender_errors_total", "Requests answered with an error",
                  ["verb", "kind"])
 BINDS = Counter("schedtune_binds_total", "Bind outcomes", ["outcome"])
+REGISTRY_RELOADS = Counter("schedtune_registry_reloads_total", "Times a worker followed a "
+                           "change of the model registry (entries read: those that changed)")
+REGISTRY_UNUSABLE = Counter("schedtune_registry_unusable_entries_total", "Registry entries a "
+                            "worker skipped, once per entry and revision (`/readyz` names them)")
 # The monitor's (its own process, served on EXTENDER_MONITOR_PORT).
 OOM_KILLS = Counter("schedtune_oom_kills_total", "Containers of annotated pods that ran out of "
                     "GPU memory (exit and termination message)")

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from estimator.llm import TransformerConfig
 from estimator.registered import RegisteredModel, read_entries, with_registered
+from extender.metrics import REGISTRY_RELOADS, REGISTRY_UNUSABLE
 from extender.sizing import Sizer
 from extender.state.model_store import NONE_REGISTERED
 from extender.state.store import RedisStore
@@ -83,8 +84,10 @@ class ModelRegistry:
                          if k in entries and k not in changed})
         for key, why in unusable.items():
             if key in changed:  # once per entry and revision
+                REGISTRY_UNUSABLE.inc()
                 log.warning("registered model skipped: %s", why[:300], extra={"model": key[:63]})
         self.models, self.unusable, self._rev = models, unusable, rev
+        REGISTRY_RELOADS.inc()
         predicted = self.estimator.use_table(with_registered(self._base, models.values()))
         self.sizer.transformers = transformers
         self._known = frozenset(self.estimator.models) | frozenset(transformers)
