@@ -82,7 +82,8 @@ class PodDemand:
 
     `model` is "" for a pod that only declares its memory (`declared_mib`, per GPU);
     `gpus`: distinct GPUs of one node it needs at once. The transformer fields are 0 or
-    "" when not annotated (the estimator's defaults apply). Flat, so it stores as JSON."""
+    "" when not annotated (the estimator's defaults apply); `transformer_annotations` names
+    the ones annotated, at any value (false and defaults too). Flat, so it stores as JSON."""
 
     uid: str
     name: str
@@ -101,6 +102,7 @@ class PodDemand:
     lora_rank: int = 0
     checkpointing: bool = False
     concurrency: int = 0
+    transformer_annotations: str = ""  # those the pod carries, by name ("a, b"): any value
 
 
 @dataclass(frozen=True)

@@ -399,7 +399,8 @@ class Scheduler:
         if not demand.model and not demand.expected_s and demand.owner:
             owner_s = self.store.owner_seconds(f"{demand.namespace}/{demand.owner}")
         if demand.model and not self.registry.covers(demand.model):
-            raise UnknownModel(unknown_model_reason(demand.model))
+            raise UnknownModel(unknown_model_reason(
+                demand.model, [*self.estimator.models, *self.sizer.transformers]))
         needs = self.sizer.needs(demand, layouts, floors, owner_s)
         if not demand.model or not time_biases or not self.settings.time_learn:
             return needs

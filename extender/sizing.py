@@ -32,14 +32,12 @@ from dataclasses import replace
 from estimator import llm
 from estimator.catalogue import CATALOGUE
 from estimator.errors import EstimatorError, InvalidJob
+from estimator.feature_table import close_names
 from estimator.llm import LlmWorkload, TransformerConfig, shipped_configs, shipped_pad
 from estimator.predict import Estimator, GpuEstimate, Job
 from extender.core import oom
 from extender.core.annotations import DEFAULT_LORA_RANK
-from extender.model import (
-    CHECKPOINTING, CONCURRENCY, DTYPE, SEQ_LEN, TRAIN_MODE, UNKNOWN_TYPE, Need, NodeGpus,
-    PodDemand, type_of,
-)  # fmt: skip
+from extender.model import UNKNOWN_TYPE, Need, NodeGpus, PodDemand, type_of
 
 MIB = 2**20
 NCCL_MIB = 256.0  # NCCL's communicator buffers and streams per GPU (data-parallel pods)
@@ -145,13 +143,12 @@ def llm_workload(demand: PodDemand, config: TransformerConfig) -> LlmWorkload:
 
 
 def _check_not_transformer_job(demand: PodDemand) -> None:
-    """Transformer annotations on a model estimated by the regressors: refused, not ignored."""
-    given = [key for key, value in (
-        (SEQ_LEN, demand.seq_len), (DTYPE, demand.dtype), (TRAIN_MODE, demand.train_mode),
-        (CHECKPOINTING, demand.checkpointing), (CONCURRENCY, demand.concurrency)) if value]
-    if given:
-        raise InvalidJob(f"{', '.join(given)} apply to transformer models only; {demand.model} "
-                         "is estimated from its measured features at its batch size")
+    """Transformer annotations on a model estimated by the regressors: refused, not ignored,
+    whatever their value (gradient-checkpointing=false and the defaults too)."""
+    if demand.transformer_annotations:
+        raise InvalidJob(f"{demand.transformer_annotations} apply to transformer models only; "
+                         f"{demand.model} is estimated from its measured features at its batch "
+                         "size")
 
 
 def _need(estimate: GpuEstimate, extra_mib: float, replicas: int) -> Need:
@@ -189,8 +186,11 @@ def check_fits_somewhere(demand: PodDemand, needs: Mapping[str, Need],
                    f"{need.padded_mib - size:.0f} MiB short")
 
 
-def unknown_model_reason(model: str) -> str:
-    return (f"unknown model {model!r}: register it (schedtune models add {model} with "
+def unknown_model_reason(model: str, known: Iterable[str] = ()) -> str:
+    """Why `model` is refused, with the `known` names it may have meant first."""
+    like = close_names(model, known)
+    hint = f"did you mean {', '.join(like)}? Else " if like else ""
+    return (f"unknown model {model!r}: {hint}register it (schedtune models add {model} with "
             "--torchvision ARCH, --entry-point package.module:factory --input SPEC, or "
             "--transformer-config config.json) or declare the GPU memory the pod needs "
             "(schedtune.io/gpu-memory: MiB per GPU)")

@@ -137,7 +137,8 @@ def parse_demand(pod: PodInfo) -> PodDemand | None:
     rank = _integer(annotations, LORA_RANK, 0, MAX_LORA_RANK)
     checkpointing = _choice(annotations, CHECKPOINTING, tuple(BOOLEANS))
     concurrency = _integer(annotations, CONCURRENCY, 0, MAX_CONCURRENCY)
-    if model is None and (given := [k for k in TRANSFORMER_KEYS if k in annotations]):
+    given = [k for k in TRANSFORMER_KEYS if k in annotations]
+    if model is None and given:
         # Only a transformer estimate reads them: declared memory is reserved as it is.
         raise AnnotationError(f"{', '.join(given)} apply to transformer models only; this "
                               f"pod names no {MODEL} and is reserved its declared {GPU_MEMORY}")
@@ -154,6 +155,7 @@ def parse_demand(pod: PodInfo) -> PodDemand | None:
         seq_len=_integer(annotations, SEQ_LEN, 0, MAX_SEQ_LEN),
         dtype=_choice(annotations, DTYPE, DTYPES), train_mode=train_mode, lora_rank=rank,
         checkpointing=BOOLEANS.get(checkpointing, False), concurrency=concurrency,
+        transformer_annotations=", ".join(given),
     )  # fmt: skip
 
 

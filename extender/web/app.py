@@ -89,10 +89,10 @@ def create_app(settings: Settings | None = None, binder: BindTarget | None = Non
         body, content_type = metrics.render([state])
         return Response(body, mimetype=content_type.split(";")[0])
 
-    log.info("extender ready", extra={"redis": settings.store_url.split("@")[-1],
-                                      "bind_mode": settings.bind_mode,
-                                      "client_auth": auth.describe(settings),
-                                      "design": settings.estimator_design})
+    log.info("app built", extra={"redis": settings.store_url.split("@")[-1],
+                                 "bind_mode": settings.bind_mode,
+                                 "client_auth": auth.describe(settings),
+                                 "design": settings.estimator_design})
     return app
 
 

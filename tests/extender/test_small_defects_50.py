@@ -2,9 +2,6 @@
 refused wherever no transformer estimate reads them (a pod that names no model, a model
 the regressors estimate), whatever their value; an unknown model name is answered with
 the name it may have meant.
-
-The cases marked xfail need changes outside the files these fixes touched (see each
-reason); strict, so they fail once the change lands and the mark must go.
 """
 
 from __future__ import annotations
@@ -23,11 +20,6 @@ from extender.model import (
 from tests.builders import filter_args, make_node, make_pod
 
 A10 = make_node("a10", "NVIDIA-A10", count=1, memory_mib=23028)
-NEEDS_PRESENCE = ("extender/sizing.py refuses the transformer fields of PodDemand that are "
-                  "truthy, and gradient-checkpointing=false parses to False: PodDemand must "
-                  "say which transformer annotations the pod carries")
-NEEDS_SUGGESTION = ("extender/sizing.py's unknown_model_reason is not given the known names "
-                    "(extender/service.py's _needs)")
 # Each at its default value (what the estimator would assume anyway), with its task.
 AT_DEFAULT = [
     ("train", {SEQ_LEN: "2048"}),
@@ -37,8 +29,6 @@ AT_DEFAULT = [
     ("train", {CHECKPOINTING: "false"}),
     ("inference", {CONCURRENCY: "1"}),
 ]
-ON_A_CNN = [pytest.param(task, given, marks=pytest.mark.xfail(strict=True, reason=NEEDS_PRESENCE))
-            if given == {CHECKPOINTING: "false"} else (task, given) for task, given in AT_DEFAULT]
 
 
 def _refusal(client, pod: dict) -> str:
@@ -57,7 +47,7 @@ def test_transformer_annotations_on_a_declared_pod_are_refused(client, task, giv
     assert "apply to transformer models only" in reason and GPU_MEMORY in reason
 
 
-@pytest.mark.parametrize("task, given", ON_A_CNN)
+@pytest.mark.parametrize("task, given", AT_DEFAULT)
 def test_transformer_annotations_on_a_cnn_are_refused_whatever_their_value(
         client, task, given) -> None:
     reason = _refusal(client, _pod("resnet50", task, **given))
@@ -71,6 +61,5 @@ def test_the_same_annotations_on_a_transformer_model_are_accepted(client) -> Non
     assert out["Error"] == "" and not out["FailedAndUnresolvableNodes"], out
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_SUGGESTION)
 def test_a_model_name_wrong_in_case_is_answered_with_the_right_one(client) -> None:
     assert "did you mean resnet50?" in _refusal(client, _pod("ResNet50", "train"))

@@ -66,9 +66,6 @@ def test_a_start_on_a_port_in_use_exits_nonzero_and_leaves_no_metrics_dir(port_i
     assert list(port_in_use.tmpdir.glob("schedtune-metrics-*")) == []
 
 
-@pytest.mark.xfail(strict=True, reason="extender/web/app.py still logs 'extender ready' from "
-                   "create_app, before gunicorn binds; the claim is gunicorn.conf.py's "
-                   "when_ready's now")
 def test_a_start_on_a_port_in_use_never_says_ready(port_in_use) -> None:
     assert [e for e in _json_lines(port_in_use.output) if "ready" in e["msg"]] == []
 
