@@ -29,7 +29,8 @@ Key layout (human readable; every key is built by the helpers below):
     st:observations         stream  finished runs (model, task, batch, units, gpu_type,
                                     node, gpus, started_at, seconds, predicted_s,
                                     reserved_mib, oom, outcome)
-    st:ooms                 set     OOM kills seen, one member per pod/container/restart
+    st:ooms                 set     earlier versions' OOM kills seen (read, never written)
+    st:oom:{event}          string  an OOM kill counted, per pod/container/restart (7 days)
     st:waiting              hash    pod UID -> JSON waiter: pod, since, expires_at, needs
                                     ({gpu type: [padded MiB, predicted s]}) for annotated
                                     pods that fit nowhere (removed on bind or release)
@@ -45,6 +46,8 @@ Key layout (human readable; every key is built by the helpers below):
                                     node, message; capped at about 2,000
     st:told:{once key}      string  a decision already told (expires after
                                     `decision_repeat_s`: a waiting pod is told once)
+    st:told-quota:{ns}      string  repeated decisions of a namespace in the log this
+                                    minute (at most `TOLD_QUOTA`; expires)
                                     (consumer group `event-posters`: the monitors)
     st:floor:{job}          hash    a job's (model|task|batch) GPU OOM floors: {namespace}|
                                     {GPU type} -> the least MiB that namespace's pods of it
@@ -66,9 +69,12 @@ Key layout (human readable; every key is built by the helpers below):
                                     (`estimator.registered`: features or a transformer
                                     configuration); st:models:rev bumped on every change,
                                     st:models:epoch a token per registry (`model_store`)
-    st:owner-runs           hash    {namespace}/{kind}/{name}|runs and |seconds: finished runs
-                                    of a controller's declared-memory pods (their mean times
-                                    its next pod when that declares no time)
+    st:owner-runs:{owner}   hash    runs, seconds: the finished runs of a controller's
+                                    ({namespace}/{kind}/{name}) declared-memory pods (their
+                                    mean times its next pod when that declares no time);
+                                    expires 30 days after its last run
+    st:owner-runs           hash    earlier versions' {owner}|runs and |seconds of every
+                                    owner: read, and folded into the owner's key
 
 Reserved MiB and job counts are never stored as counters: every read and the
 reservation itself derive them from the queue members' job hashes, so nothing
