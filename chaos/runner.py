@@ -18,6 +18,7 @@ from chaos.audit import audit, names_in_state
 from chaos.cluster import node_objects
 from chaos.faults import run_faults
 from chaos.fuzz import hostile
+from chaos.growth import run_growth
 from chaos.ledger import Ledger
 from chaos.processes import Replicas
 from chaos.race import RACERS, Race
@@ -66,6 +67,8 @@ def run(world: World, args: argparse.Namespace, started: float) -> dict[str, Any
     log.info("race after %.1f s", time.monotonic() - started)
     state, faults = race(world, args)
     checked = audit(store, state.bound, state.lost_after_kill)
+    log.info("growth scenarios and the key audit after %.1f s", time.monotonic() - started)
+    found["growth"] = run_growth(world)
     return report(world, args, state, faults, checked, found, rounds)
 
 

@@ -35,9 +35,11 @@ def test_short_chaos_run_executes_what_it_was_asked_and_holds_every_invariant(ca
     assert 0 < figures["restart_to_first_good_answer_s"]["max"] < 30
     assert result["slow_clients"]["well_formed_sent_while_held"] > 0
     assert result["thread_deaths"] == []
-    assert executed["registry_scenarios"] == 3
+    assert executed["registry_scenarios"] == executed["growth_scenarios"] == 3
+    assert result["growth"]["keys_audited"] > 100 and result["growth"]["flood_posted"] > 0
     for name in ("registry_poison_bad_answers", "registry_poison_not_reported",
                  "registry_reloads_without_change", "churn_non_contract_answers",
-                 "replicas_disagreeing_after_wipe"):
+                 "replicas_disagreeing_after_wipe", "decisions_trimmed_before_posted",
+                 "flood_over_namespace_share", "keys_without_bound"):
         assert figures[name] == 0, name
     assert sum(n for k, n in result["registry"].items() if k.startswith("churn:")) == 16
