@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _add(args: argparse.Namespace, store: RedisStore) -> int:
-    from estimator import registering  # noqa: PLC0415  (torch, offline)
+    from estimator import registering  # torch, offline
 
     if args.family is not None and not 0 < len(args.family) <= MAX_TEXT:
         raise EstimatorError(f"--family must be 1..{MAX_TEXT} characters")
@@ -119,8 +119,8 @@ def _load(args: argparse.Namespace, store: RedisStore) -> int:
 def _check(entry: RegisteredModel) -> None:
     """Refuse what the extender would not use: a built-in name, or an entry its reader
     (`RegisteredModel.from_json`) refuses."""
-    from estimator.feature_table import FeatureTable  # noqa: PLC0415
-    from estimator.llm import shipped_configs  # noqa: PLC0415
+    from estimator.feature_table import FeatureTable
+    from estimator.llm import shipped_configs
 
     if entry.name in FeatureTable.load().models or entry.name in shipped_configs():
         raise EstimatorError(f"{entry.name!r} is a built-in model; register under another name")
