@@ -21,12 +21,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import stat
 import sys
 from pathlib import Path
 
 from estimator.errors import EstimatorError
 from estimator.llm_config import read_json
-from estimator.registered import MAX_TEXT, RegisteredModel
+from estimator.registered import MAX_ENTRY_BYTES, MAX_TEXT, RegisteredModel, RegistryError
 from extender.errors import StoreUnavailable
 from extender.settings import Settings, SettingsError
 from extender.state.embedded_redis import open_store
@@ -80,6 +81,7 @@ def _add(args: argparse.Namespace, store: RedisStore) -> int:
     if not args.no_export and args.export.exists() and not args.export.is_dir():
         raise EstimatorError(f"--export {args.export} is not a directory")
     if args.transformer_config is not None:
+        _read_limited(args.transformer_config)  # read_json reads all there is: bound it first
         config = read_json(args.transformer_config)
         entry = registering.transformer_entry(args.name, config, str(args.transformer_config),
                                               args.family)
@@ -106,14 +108,31 @@ def _add(args: argparse.Namespace, store: RedisStore) -> int:
 def _load(args: argparse.Namespace, store: RedisStore) -> int:
     entries = []
     for path in args.files:
+        raw = _read_limited(path)
         try:
-            entries.append(RegisteredModel.from_json(path.read_bytes()))
+            entries.append(RegisteredModel.from_json(raw))
             _check(entries[-1])
         except EstimatorError as exc:
             raise EstimatorError(f"{path}: {exc}") from exc
     for entry in entries:  # all read and checked before any is published
         _publish(store, entry)
     return 0
+
+
+def _read_limited(path: Path, limit_bytes: int = MAX_ENTRY_BYTES) -> bytes:
+    """A regular file of at most `limit_bytes`, reading no more than one byte past them:
+    a huge file, a directory, a FIFO or a device is refused unread (`RegistryError`)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens without waiting for a writer
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise RegistryError(f"{path}: not a regular file")
+        with open(fd, "rb", closefd=False) as file:
+            data = file.read(limit_bytes + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit_bytes:
+        raise RegistryError(f"{path}: larger than {limit_bytes} bytes, the most an entry may be")
+    return data
 
 
 def _check(entry: RegisteredModel) -> None:
