@@ -14,6 +14,13 @@ for the usual batch sizes, publishes them to Redis (REDIS_URL, else the embedded
 server of `schedtune serve` in EXTENDER_STATE_DIR) and exports the entry to
 `--export` (default ./profiles/registered) for version control. A pod then names it
 in schedtune.io/model.
+
+Exit status (every failure is one line on stderr):
+    0  done
+    1  the model named is not registered (show, remove)
+    2  refused input: arguments, files or entries, or a model that fails to build
+    3  Redis unavailable: `schedtune serve` starts an embedded one in EXTENDER_STATE_DIR
+       (the default without REDIS_URL), or set REDIS_URL
 """
 
 from __future__ import annotations
@@ -69,13 +76,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except StoreUnavailable as exc:
-        print(f"error: Redis unavailable: {exc}", file=sys.stderr)
+        print(f"error: Redis unavailable: {exc}. `schedtune serve` starts an embedded Redis "
+              "in EXTENDER_STATE_DIR (the default without REDIS_URL), or set REDIS_URL to "
+              "yours", file=sys.stderr)
         return 3
 
 
 def _add(args: argparse.Namespace, store: RedisStore) -> int:
     from estimator import registering  # torch, offline
 
+    store.registered_model(args.name)  # Redis reachable before a build of minutes
     if args.family is not None and not 0 < len(args.family) <= MAX_TEXT:
         raise EstimatorError(f"--family must be 1..{MAX_TEXT} characters")
     if not args.no_export and args.export.exists() and not args.export.is_dir():

@@ -57,3 +57,11 @@ def test_what_is_not_a_regular_file_is_refused_unread(env, redis_url, kind) -> N
     assert done.returncode == 2
     assert done.stderr.strip() == f"error: {path}: not a regular file", done.stderr
 
+
+def test_redis_unavailable_says_how_to_get_one(monkeypatch, tmp_path, capsys) -> None:
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.setenv("EXTENDER_STATE_DIR", str(tmp_path))  # no embedded server running
+    assert models.main(["list"]) == 3
+    err = capsys.readouterr().err
+    assert "Redis unavailable" in err and "schedtune serve" in err and "REDIS_URL" in err
+    assert len(err.strip().splitlines()) == 1
