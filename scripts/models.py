@@ -15,6 +15,9 @@ server of `schedtune serve` in EXTENDER_STATE_DIR) and exports the entry to
 `--export` (default ./profiles/registered) for version control. A pod then names it
 in schedtune.io/model.
 
+Everything printed from stored or user data (fields, names, file names, the reader's
+errors) goes through `shown`: control characters appear as escapes (\\x1b), never raw.
+
 Exit status (every failure is one line on stderr):
     0  done
     1  the model named is not registered (show, remove)
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import stat
 import sys
 from pathlib import Path
@@ -41,6 +45,8 @@ from extender.state.embedded_redis import open_store
 from extender.state.store import RedisStore
 
 EXPORT_DIR = Path("profiles") / "registered"
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # C0, DEL, C1: what terminals act on
+JSON_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # newlines: JSON's layout
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,13 +79,22 @@ def main(argv: list[str] | None = None) -> int:
         store = open_store(Settings.from_env(os.environ))
         return VERBS[args.verb](args, store)
     except (EstimatorError, SettingsError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(shown(f"error: {exc}"), file=sys.stderr)
         return 2
     except StoreUnavailable as exc:
-        print(f"error: Redis unavailable: {exc}. `schedtune serve` starts an embedded Redis "
-              "in EXTENDER_STATE_DIR (the default without REDIS_URL), or set REDIS_URL to "
-              "yours", file=sys.stderr)
+        print(shown(f"error: Redis unavailable: {exc}. `schedtune serve` starts an embedded "
+                    "Redis in EXTENDER_STATE_DIR (the default without REDIS_URL), or set "
+                    "REDIS_URL to yours"), file=sys.stderr)
         return 3
+
+
+def shown(text: str, json_text: bool = False) -> str:
+    """`text` safe to print: control characters as escapes (\\x1b), so stored or user data
+    cannot drive the terminal. `json_text`: \\u001b escapes instead, newlines kept, so
+    JSON stays valid and reads back the same."""
+    if json_text:
+        return JSON_CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _add(args: argparse.Namespace, store: RedisStore) -> int:
@@ -111,7 +126,7 @@ def _add(args: argparse.Namespace, store: RedisStore) -> int:
         args.export.mkdir(parents=True, exist_ok=True)
         path = args.export / f"{entry.name}.json"
         path.write_bytes(entry.to_json() + b"\n")
-        print(f"exported {path}")
+        print(shown(f"exported {path}"))
     return 0
 
 
@@ -158,8 +173,8 @@ def _check(entry: RegisteredModel) -> None:
 
 def _publish(store: RedisStore, entry: RegisteredModel) -> None:
     store.publish_model(entry.name, entry.to_json())
-    print(f"registered {entry.name} ({entry.kind}, family {entry.family}): every extender "
-          "replica estimates it from its next request")
+    print(shown(f"registered {entry.name} ({entry.kind}, family {entry.family}): every "
+                "extender replica estimates it from its next request"))
 
 
 def _list(args: argparse.Namespace, store: RedisStore) -> int:
@@ -173,11 +188,12 @@ def _list(args: argparse.Namespace, store: RedisStore) -> int:
         except EstimatorError as exc:
             rows.append({"name": name, "error": str(exc)})
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(shown(json.dumps(rows, indent=2), json_text=True))
     else:
         for row in rows:
-            print(f"{row['name']:<32} " + (f"UNUSABLE: {row['error']}" if "error" in row else
-                                           f"{row['kind']:<12} {row['family']:<24} {row['source']}"))
+            print(shown(f"{row['name']:<32} " + (
+                f"UNUSABLE: {row['error']}" if "error" in row else
+                f"{row['kind']:<12} {row['family']:<24} {row['source']}")))
         if not rows:
             print("no registered models")
     return 0
@@ -186,17 +202,17 @@ def _list(args: argparse.Namespace, store: RedisStore) -> int:
 def _show(args: argparse.Namespace, store: RedisStore) -> int:
     raw = store.registered_model(args.name)
     if raw is None:
-        print(f"error: {args.name!r} is not registered", file=sys.stderr)
+        print(shown(f"error: {args.name!r} is not registered"), file=sys.stderr)
         return 1
-    print(RegisteredModel.from_json(raw).to_json().decode())
+    print(shown(RegisteredModel.from_json(raw).to_json().decode(), json_text=True))
     return 0
 
 
 def _remove(args: argparse.Namespace, store: RedisStore) -> int:
     if not store.remove_model(args.name):
-        print(f"error: {args.name!r} is not registered", file=sys.stderr)
+        print(shown(f"error: {args.name!r} is not registered"), file=sys.stderr)
         return 1
-    print(f"removed {args.name}: pods naming it are refused from the next request")
+    print(shown(f"removed {args.name}: pods naming it are refused from the next request"))
     return 0
 
 
