@@ -13,7 +13,8 @@
 for the usual batch sizes, publishes them to Redis (REDIS_URL, else the embedded
 server of `schedtune serve` in EXTENDER_STATE_DIR) and exports the entry to
 `--export` (default ./profiles/registered) for version control. A pod then names it
-in schedtune.io/model.
+in schedtune.io/model. `--entry-point` runs the user's code in a process of its own,
+killed at `--timeout`.
 
 Everything printed from stored or user data (fields, names, file names, the reader's
 errors) goes through `shown`: control characters appear as escapes (\\x1b), never raw.
@@ -21,7 +22,8 @@ errors) goes through `shown`: control characters appear as escapes (\\x1b), neve
 Exit status (every failure is one line on stderr):
     0  done
     1  the model named is not registered (show, remove)
-    2  refused input: arguments, files or entries, or a model that fails to build
+    2  refused input: arguments, files or entries, or a model that fails to build,
+       outlives --timeout or whose build process dies
     3  Redis unavailable: `schedtune serve` starts an embedded one in EXTENDER_STATE_DIR
        (the default without REDIS_URL), or set REDIS_URL
 """
@@ -29,12 +31,17 @@ Exit status (every failure is one line on stderr):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
 import os
 import re
+import signal
 import stat
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from estimator.errors import EstimatorError
 from estimator.llm_config import read_json
@@ -45,8 +52,14 @@ from extender.state.embedded_redis import open_store
 from extender.state.store import RedisStore
 
 EXPORT_DIR = Path("profiles") / "registered"
+BUILD_TIMEOUT_S = 300.0
+MAX_TIMEOUT_S = 86400.0
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # C0, DEL, C1: what terminals act on
 JSON_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # newlines: JSON's layout
+# The child's first act: the parent's import path (so it imports what the parent would,
+# scripts included), then `_build_in_child` with the request read from stdin.
+CHILD_MAIN = ("import json, sys; request = json.load(sys.stdin); sys.path[:] = request['path']; "
+              "from scripts.models import _build_in_child; _build_in_child(request)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     add.add_argument("--export", type=Path, default=EXPORT_DIR,
                      help=f"directory for the entry's JSON (default {EXPORT_DIR})")
     add.add_argument("--no-export", action="store_true")
+    add.add_argument("--timeout", type=_timeout_s, default=BUILD_TIMEOUT_S, metavar="SECONDS",
+                     help=f"kill an --entry-point build after this (default {BUILD_TIMEOUT_S:g})")
     load = verbs.add_parser("load", help="publish exported entries (no torch)")
     load.add_argument("files", nargs="+", type=Path)
     verbs.add_parser("list", help="registered models").add_argument("--json", action="store_true")
@@ -97,6 +112,16 @@ def shown(text: str, json_text: bool = False) -> str:
     return CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
+def _timeout_s(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds <= MAX_TIMEOUT_S:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"expected seconds in (0, {MAX_TIMEOUT_S:g}]")
+    return seconds
+
+
 def _add(args: argparse.Namespace, store: RedisStore) -> int:
     from estimator import registering  # torch, offline
 
@@ -110,16 +135,11 @@ def _add(args: argparse.Namespace, store: RedisStore) -> int:
         config = read_json(args.transformer_config)
         entry = registering.transformer_entry(args.name, config, str(args.transformer_config),
                                               args.family)
+    elif args.torchvision:
+        spec = registering.torchvision_spec(args.name, args.torchvision, args.family)
+        entry = registering.compute(spec, "torchvision", args.torchvision)
     else:
-        if args.torchvision:
-            spec, kind, source = (registering.torchvision_spec(args.name, args.torchvision,
-                                                               args.family),
-                                  "torchvision", args.torchvision)
-        else:
-            spec, kind, source = (registering.entry_point_spec(
-                args.name, args.entry_point, args.input, args.family, args.classes, args.path),
-                "entry-point", args.entry_point)
-        entry = registering.compute(spec, kind, source)
+        entry = _build_entry_point(args)
     _check(entry)
     _publish(store, entry)
     if not args.no_export:
@@ -128,6 +148,69 @@ def _add(args: argparse.Namespace, store: RedisStore) -> int:
         path.write_bytes(entry.to_json() + b"\n")
         print(shown(f"exported {path}"))
     return 0
+
+
+def _build_entry_point(args: argparse.Namespace) -> RegisteredModel:
+    """The entry of the user's factory, built in a child process in a session of its own:
+    killed (its whole process group) at `args.timeout`, on Ctrl-C here, or on any error here.
+    Raises `RegistryError`: the factory failed (one line), timed out, or its process ended
+    without handing back an entry."""
+    request = {"path": sys.path, "name": args.name, "target": args.entry_point,
+               "input": args.input, "family": args.family, "classes": args.classes,
+               "module_path": None if args.path is None else str(args.path),
+               "timeout_s": args.timeout}
+    child = subprocess.Popen([sys.executable, "-c", CHILD_MAIN], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        out, _ = child.communicate(json.dumps(request).encode(), timeout=args.timeout)
+    except subprocess.TimeoutExpired as exc:
+        raise RegistryError(f"--entry-point {args.entry_point}: no model after "
+                            f"{args.timeout:g} s, build killed (raise --timeout if it is only "
+                            "slow)") from exc
+    finally:
+        if child.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+    try:
+        answer = json.loads(out)
+        entry, error = answer.get("entry"), answer.get("error")
+    except (ValueError, AttributeError):  # no reply, a cut one, or not an object
+        entry = error = None
+    if isinstance(error, str):
+        raise RegistryError(error)
+    if not isinstance(entry, str):
+        ended = (f"was killed by {signal.Signals(-child.returncode).name}"
+                 if child.returncode < 0 else f"exited with status {child.returncode}")
+        raise RegistryError(f"--entry-point {args.entry_point}: the build's process {ended} "
+                            "without handing back a model")
+    return RegisteredModel.from_json(entry)
+
+
+def _build_in_child(request: dict[str, Any]) -> None:
+    """The child's side of `_build_entry_point`: `registering.entry_point_spec` and `compute`,
+    then one JSON reply, {"entry": ...} or {"error": one line}, on the stdout it was given.
+    The user's code prints to stderr instead, and cannot keep the process alive after."""
+    reply = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    # Should the parent die without killing it (SIGKILL), SIGALRM ends it a little later.
+    signal.alarm(math.ceil(request["timeout_s"]) + 10)
+    from estimator import registering  # torch, offline
+
+    try:
+        path = request["module_path"]
+        spec = registering.entry_point_spec(request["name"], request["target"], request["input"],
+                                            request["family"], request["classes"],
+                                            None if path is None else Path(path))
+        answer = {"entry": registering.compute(spec, "entry-point", request["target"])
+                  .to_json().decode()}
+    except EstimatorError as exc:
+        answer = {"error": str(exc)}
+    except Exception as exc:  # noqa: BLE001  (one line to the parent, not a traceback)
+        answer = {"error": f"{type(exc).__name__}: {exc}"}
+    reply.write(json.dumps(answer))
+    reply.flush()
+    os._exit(0)  # threads the user's code started must not hold the reply back
 
 
 def _load(args: argparse.Namespace, store: RedisStore) -> int:
