@@ -7,11 +7,12 @@
 
 Each subcommand is a module with `main(argv) -> int`, imported only when run, so
 the service image (no torch) starts `serve`, `monitor` and `queues` without the
-offline tools' dependencies.
+offline tools' dependencies. Ctrl-C in any of them is one line and exit status 130.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import sys
 
@@ -49,15 +50,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if args else 2
     name, rest = args[0], args[1:]
     if name not in COMMANDS:
-        print(f"schedtune: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
+        near = difflib.get_close_matches(name, COMMANDS, n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        print(f"schedtune: unknown command {name!r}{hint}\n\n{usage()}", file=sys.stderr)
         return 2
-    module = importlib.import_module(COMMANDS[name][0])
     sys.argv = [f"schedtune {name}", *rest]  # argparse's prog in each command's messages
     try:
-        return int(module.main(rest) or 0)
+        return int(importlib.import_module(COMMANDS[name][0]).main(rest) or 0)
     except SettingsError as exc:  # an EXTENDER_* variable no command could use
         print(f"schedtune {name}: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: the user knows where; no traceback
+        print(f"schedtune {name}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ Exit status (every failure is one line on stderr):
        outlives --timeout or whose build process dies
     3  Redis unavailable: `schedtune serve` starts an embedded one in EXTENDER_STATE_DIR
        (the default without REDIS_URL), or set REDIS_URL
+  130  interrupted (Ctrl-C), from `schedtune`
 """
 
 from __future__ import annotations
