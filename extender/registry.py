@@ -1,7 +1,7 @@
 """Every replica follows the models users register (`schedtune models add`), live.
 
-Entries live in Redis (`RedisStore.publish_model`). A replica checks the
-registry's revision at most once per `check_every_s` on requests, and at once
+Entries live in Redis (`RedisStore.models`: `extender.state.model_store`). A replica
+checks the registry's revision at most once per `check_every_s` on requests, and at once
 when a pod names a model it does not know, so a model registered a moment ago is
 estimated by every replica on its next request, without a restart. An entry
 that does not read back (`estimator.registered.read_entries`) is skipped, logged once

@@ -46,7 +46,13 @@ from typing import Any
 
 from estimator.errors import EstimatorError
 from estimator.llm_config import read_json
-from estimator.registered import MAX_ENTRY_BYTES, MAX_TEXT, RegisteredModel, RegistryError
+from estimator.registered import (
+    MAX_ENTRY_BYTES,
+    MAX_TEXT,
+    RegisteredModel,
+    RegistryError,
+    read_entries,
+)  # fmt: skip
 from extender.errors import StoreUnavailable
 from extender.settings import Settings, SettingsError
 from extender.state.embedded_redis import open_store
@@ -126,7 +132,7 @@ def _timeout_s(text: str) -> float:
 def _add(args: argparse.Namespace, store: RedisStore) -> int:
     from estimator import registering  # torch, offline
 
-    store.registered_model(args.name)  # Redis reachable before a build of minutes
+    store.models.revision()  # Redis reachable before a build of minutes
     if args.family is not None and not 0 < len(args.family) <= MAX_TEXT:
         raise EstimatorError(f"--family must be 1..{MAX_TEXT} characters")
     if not args.no_export and args.export.exists() and not args.export.is_dir():
@@ -244,33 +250,34 @@ def _read_limited(path: Path, limit_bytes: int = MAX_ENTRY_BYTES) -> bytes:
     return data
 
 
-def _check(entry: RegisteredModel) -> None:
-    """Refuse what the extender would not use: a built-in name, or an entry its reader
-    (`RegisteredModel.from_json`) refuses."""
+def _builtin_names() -> frozenset[str]:
+    """Names no registered entry may take: the built-in and shipped models'."""
     from estimator.feature_table import FeatureTable
     from estimator.llm import shipped_configs
 
-    if entry.name in FeatureTable.load().models or entry.name in shipped_configs():
-        raise EstimatorError(f"{entry.name!r} is a built-in model; register under another name")
-    RegisteredModel.from_json(entry.to_json())
+    return frozenset(FeatureTable.load().models) | frozenset(shipped_configs())
+
+
+def _check(entry: RegisteredModel) -> None:
+    """Refuse what the extender would not use: what its reader (`read_entries`, as every
+    replica reads the registry) would skip."""
+    _, unusable = read_entries({entry.name: entry.to_json()}, _builtin_names())
+    if unusable:
+        raise EstimatorError(unusable[entry.name])
 
 
 def _publish(store: RedisStore, entry: RegisteredModel) -> None:
-    store.publish_model(entry.name, entry.to_json())
+    store.models.publish(entry.name, entry.to_json())
     print(shown(f"registered {entry.name} ({entry.kind}, family {entry.family}): every "
                 "extender replica estimates it from its next request"))
 
 
 def _list(args: argparse.Namespace, store: RedisStore) -> int:
-    _, entries = store.registered_models()
-    rows = []
-    for name in sorted(entries):
-        try:
-            entry = RegisteredModel.from_json(entries[name])
-            rows.append({"name": name, "kind": entry.kind, "family": entry.family,
-                         "source": entry.source})
-        except EstimatorError as exc:
-            rows.append({"name": name, "error": str(exc)})
+    _, entries = store.models.entries()
+    models, unusable = read_entries(entries, _builtin_names())
+    rows = [{"name": name, "error": unusable[name]} if name in unusable else
+            {"name": name, "kind": models[name].kind, "family": models[name].family,
+             "source": models[name].source} for name in sorted(entries)]
     if args.json:
         print(shown(json.dumps(rows, indent=2), json_text=True))
     else:
@@ -284,7 +291,7 @@ def _list(args: argparse.Namespace, store: RedisStore) -> int:
 
 
 def _show(args: argparse.Namespace, store: RedisStore) -> int:
-    raw = store.registered_model(args.name)
+    raw = store.models.entry(args.name)
     if raw is None:
         print(shown(f"error: {args.name!r} is not registered"), file=sys.stderr)
         return 1
@@ -293,7 +300,7 @@ def _show(args: argparse.Namespace, store: RedisStore) -> int:
 
 
 def _remove(args: argparse.Namespace, store: RedisStore) -> int:
-    if not store.remove_model(args.name):
+    if not store.models.remove(args.name):
         print(shown(f"error: {args.name!r} is not registered"), file=sys.stderr)
         return 1
     print(shown(f"removed {args.name}: pods naming it are refused from the next request"))

@@ -392,19 +392,6 @@ class RedisStore:
                            args=[now, *capacities])
         return {str(uid): float(mib) for uid, mib in zip(pairs[::2], pairs[1::2], strict=True)}
 
-    # The registry's old entry points (until their callers read `self.models`).
-    def publish_model(self, name: str, entry: bytes) -> None:
-        self.models.publish(name, entry)
-
-    def remove_model(self, name: str) -> bool:
-        return self.models.remove(name)
-
-    def registered_model(self, name: str) -> str | None:
-        return self.models.entry(name)
-
-    def registered_models(self) -> tuple[str, dict[str, str]]:
-        return self.models.entries()
-
     def record_owner_run(self, owner: str, seconds: float) -> None:
         """Count a finished run of `owner`'s pods (namespace/kind/name) and its seconds; an
         owner with no run for `OWNER_RUNS_TTL_S` is forgotten."""

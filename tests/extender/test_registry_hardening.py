@@ -172,3 +172,13 @@ def test_bind_after_the_model_changed_answers_in_the_contracts_shape(redis_url, 
     body = answer.get_json()
     assert answer.status_code == 200 and body["Error"] and binder.calls == []
     assert store.job(pod["metadata"]["uid"]) is None
+
+
+def test_an_entry_with_a_real_models_negative_workspace_reads_back() -> None:
+    summary, sims = TABLE.rows_of("resnet50")
+    entry = RegisteredModel("myresnet", "resnet", "torchvision", "resnet50",
+                            {k: float(v) for k, v in summary.items()
+                             if k not in ("model", "family")},
+                            {task: dict(rows) for task, rows in sims.items()})
+    assert min(row["sim_workspace_mb"] for row in entry.sims["train"].values()) < 0
+    assert RegisteredModel.from_json(entry.to_json()) == entry

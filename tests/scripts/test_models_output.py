@@ -25,8 +25,8 @@ def _entry(name: str) -> bytes:
 @pytest.fixture
 def env(monkeypatch, redis_url, store, tmp_path):
     monkeypatch.setenv("REDIS_URL", redis_url)
-    store.publish_model("evil", _entry("evil"))
-    store.publish_model(KEY, b'{"name": "x\x1b[2J"}')
+    store.models.publish("evil", _entry("evil"))
+    store.models.publish(KEY, b'{"name": "x\x1b[2J"}')
     return tmp_path
 
 
