@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from estimator.feature_table import FeatureTable
+from chaos.registry import entry_like
 from estimator.predict import Estimator
 from estimator.registered import RegisteredModel, RegistryError, read_entries
 from extender.settings import Settings
@@ -19,18 +20,6 @@ from tests.extender.conftest import FakeClock, RecordingBinder
 
 NODE = make_node("a100", "NVIDIA-A100-SXM4-40GB", count=2, memory_mib=40960, replicas=4)
 TABLE = FeatureTable.load()
-
-
-def entry_like(builtin: str, name: str) -> RegisteredModel:
-    """A CNN entry with `builtin`'s features under another name (the batches whose columns
-    an entry may hold: the built-in table has a few slightly negative workspaces)."""
-    summary, sims = TABLE.rows_of(builtin)
-    return RegisteredModel(name, f"{name}-family", "torchvision", "tests",
-                           {k: float(v) for k, v in summary.items()
-                            if k not in ("model", "family")},
-                           {task: {b: row for b, row in rows.items()
-                                   if min(row.values()) >= 0}
-                            for task, rows in sims.items()})
 
 
 def _raw(entry: RegisteredModel, **changes) -> bytes:
