@@ -27,7 +27,8 @@ from extender.core.fit import Fit, fit_rows
 from extender.core.gpu_table import GpuTable, judged_at_once
 from extender.core.interference import alphas_for
 from extender.core.job import Assessment, NotOurs, PodJob, Refused
-from extender.core.patience import faster_later, holds_in_force
+from extender.core.patience import FasterLater, faster_later, holds_in_force
+from extender.core.sharing import OwnGpuSoon, own_gpu_soon
 from extender.core.room import NO_HOLDS, Holds, has_room, held_from
 from extender.model import (
     Decision, FilterRecord, Limits, Need, NodeGpus, NodeState, Verdict, Waiter, type_of,
@@ -69,13 +70,17 @@ def decide_filter(assessment: Assessment, nodes: Mapping[str, NodeGpus | None],
     holds = holds_in_force(assessment, settings, alphas)
     verdicts, passing = _verdicts(snapshot.nodes, needs, limits, holds)
     since = next((w.since for w in snapshot.waiting if w.uid == pod.uid), snapshot.now)
-    faster = None
-    if passing and settings.wait_for_faster and settings.hold_for \
-            and snapshot.now - since < settings.hold_after_s:
+    faster: FasterLater | OwnGpuSoon | None = None
+    patience_s = settings.hold_after_s - (snapshot.now - since)
+    if passing and settings.hold_for and patience_s > 0 \
+            and (settings.wait_for_faster or settings.share_if_pays):
         table = GpuTable.from_states(snapshot.nodes)
-        faster = faster_later(table, fit_rows(table, needs, limits, holds), alphas,
-                              snapshot.now, settings.wait_for_faster,
-                              settings.hold_after_s - (snapshot.now - since), holds)
+        fit = fit_rows(table, needs, limits, holds)
+        if settings.wait_for_faster:
+            faster = faster_later(table, fit, alphas, snapshot.now, settings.wait_for_faster,
+                                  patience_s, holds)
+        if faster is None and settings.share_if_pays:
+            faster = own_gpu_soon(table, fit, alphas, snapshot.now, patience_s, holds)
         if faster is not None:
             verdicts, passing = _refused(verdicts, Verdict(False, faster.reason())), []
     held_nodes = sorted({node for node, _ in holds}, key=list(snapshot.nodes).index) \

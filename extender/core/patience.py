@@ -35,7 +35,7 @@ from extender.core.fit import Fit, fit_rows
 from extender.core.gpu_table import GpuTable
 from extender.core.interference import Alphas
 from extender.core.job import PodJob
-from extender.core.room import NO_HOLDS, Holds, holds_against, jobs_ahead
+from extender.core.room import NO_HOLDS, Holds, held_rows, holds_against, jobs_ahead
 from extender.model import UNKNOWN_TYPE, ClusterSnapshot, Limits, Need, Waiter, type_of
 from extender.policies.timeline_arrays import (
     left_after_s, shared_completions_s, waits_until_fit_s,
@@ -78,8 +78,7 @@ def faster_later(table: GpuTable, fit: Fit, alphas: Alphas, now: float, margin: 
     type's, not a prediction); and no job waits while such a GPU could take it now."""
     if not fit.room.any() or (fit.gpus > 1).any():
         return None
-    unknown = np.array([g is not None and type_of(g) == UNKNOWN_TYPE for g in table.layouts],
-                       dtype=bool)[table.gpu_layout]
+    unknown = of_unknown_make(table)
     if (fit.room & unknown).any():
         return None
     idle = fit.room & (table.gpu_jobs == 0)
@@ -95,9 +94,7 @@ def faster_later(table: GpuTable, fit: Fit, alphas: Alphas, now: float, margin: 
         here_s = min(here_s, float(shared_completions_s(remaining, fit.work_s[shared],
                                                         alpha[shared]).min()))
         candidate &= (fit.work_s + RETRY_S) * margin < here_s
-    for node, index in holds:
-        if (row := table.row_of(node, index)) is not None:
-            candidate[row] = False
+    candidate[held_rows(table, holds)] = False
     later = np.flatnonzero(candidate)
     if not len(later):
         return None
@@ -105,8 +102,7 @@ def faster_later(table: GpuTable, fit: Fit, alphas: Alphas, now: float, margin: 
     wait = waits_until_fit_s(remaining, mib, table.gpu_jobs[later], table.gpu_free[later],
                              table.gpu_capacity[later], fit.padded_mib[later],
                              fit.limit[later], alpha[later])
-    jobs = np.arange(remaining.shape[1])[None, :] < table.gpu_jobs[later][:, None]
-    wait[(jobs & (remaining <= 0)).any(axis=1)] = np.inf  # when an overrun ends is unknown
+    wait[overran(table, later, remaining)] = np.inf  # when an overrun ends is unknown
     wait[wait + RETRY_S > patience_s] = np.inf  # it would take what fits before then
     work = fit.work_s[later]
     done = wait + RETRY_S + shared_completions_s(left_after_s(remaining, wait, alpha[later]),
@@ -119,6 +115,20 @@ def faster_later(table: GpuTable, fit: Fit, alphas: Alphas, now: float, margin: 
     assert layout is not None  # a row with a finite need has a usable layout
     return FasterLater(table.names[int(table.gpu_node[row])], int(table.gpu_index[row]),
                        type_of(layout), float(wait[best]), float(done[best]), here_s, row)
+
+
+def of_unknown_make(table: GpuTable) -> np.ndarray:
+    """Per row of `table`: a GPU of a make the catalogue does not know (its seconds there
+    are the worst known type's, not a prediction)."""
+    return np.array([g is not None and type_of(g) == UNKNOWN_TYPE for g in table.layouts],
+                    dtype=bool)[table.gpu_layout]
+
+
+def overran(table: GpuTable, rows: np.ndarray, remaining: np.ndarray) -> np.ndarray:
+    """Per row of `rows` (`remaining`: their jobs, `room.jobs_ahead`): a job there ran past
+    its predicted end, so when the GPU frees is unknown."""
+    jobs = np.arange(remaining.shape[1])[None, :] < table.gpu_jobs[rows][:, None]
+    return (jobs & (remaining <= 0)).any(axis=1)
 
 
 def holds_in_force(job: PodJob, settings: Settings, alphas: Alphas) -> Holds:

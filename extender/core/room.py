@@ -156,6 +156,11 @@ def held_gpus(snapshot: ClusterSnapshot, limits: Limits, alphas: Alphas, uid: st
     return holds
 
 
+def held_rows(table: GpuTable, holds: Holds) -> list[int]:
+    """The rows of `table` that `holds` keeps for waiting pods."""
+    return [row for node, index in holds if (row := table.row_of(node, index)) is not None]
+
+
 def jobs_ahead(table: GpuTable, rows: np.ndarray, now: float) -> tuple[np.ndarray, np.ndarray]:
     """The jobs on `rows` of `table`, a row each: seconds of work left alone on the GPU and
     MiB reserved (columns past a row's jobs are padding), as `waits_until_fit_s` reads them."""
