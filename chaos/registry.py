@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 import redis
 
+from chaos.answers import passing
 from chaos.cluster import NODE_NAMES, node_objects, pod
 from chaos.world import World
 from estimator.feature_table import FeatureTable
@@ -174,8 +175,10 @@ def wipe(world: World, figures: dict[str, int]) -> None:
         reserved = []
         for side in (0, 1):
             job = pod(True, model=GOOD, batch=32)
-            world.call(http, side, "filter", encode_extender_args(job, node_objects()))
-            answer = world.call(http, side, "bind", encode_binding_args(job, NODE_NAMES[side]))
+            kept = passing(world.call(http, side, "filter",
+                                      encode_extender_args(job, node_objects())))
+            answer = world.call(http, side, "bind",
+                                encode_binding_args(job, (kept or NODE_NAMES)[0]))
             held = store.job(job["metadata"]["uid"])
             world.ledger.add("registry", f"wipe:{answer.outcome}")
             reserved.append(round(held.reserved_mib) if held else None)

@@ -60,10 +60,10 @@ def run(world: World, args: argparse.Namespace, started: float) -> dict[str, Any
     store = world.store
     found = {"names": names_in_state(store),
              "unauth": sum(1 for uid in unauth if store.job(uid) or store.filter_record(uid))}
+    for uid in store.job_uids():  # the hostile phase's pods end: what follows starts clean
+        store.release(uid)
     log.info("registry scenarios after %.1f s", time.monotonic() - started)
     found["registry"] = run_registry(world)
-    for uid in store.job_uids():  # the hostile phase's pods end: the race starts clean
-        store.release(uid)
     log.info("race after %.1f s", time.monotonic() - started)
     state, faults = race(world, args)
     checked = audit(store, state.bound, state.lost_after_kill)
