@@ -25,7 +25,7 @@ from extender.by_node import NodeVerdicts
 from extender.core import decisions, per_node
 from extender.core.fit import Fit, fit_rows
 from extender.core.gpu_table import GpuTable, judged_at_once
-from extender.core.interference import alphas_for
+from extender.core.interference import Alphas, alphas_for
 from extender.core.job import Assessment, NotOurs, PodJob, Refused
 from extender.core.patience import FasterLater, faster_later, holds_in_force
 from extender.core.sharing import OwnGpuSoon, own_gpu_soon
@@ -70,17 +70,9 @@ def decide_filter(assessment: Assessment, nodes: Mapping[str, NodeGpus | None],
     holds = holds_in_force(assessment, settings, alphas)
     verdicts, passing = _verdicts(snapshot.nodes, needs, limits, holds)
     since = next((w.since for w in snapshot.waiting if w.uid == pod.uid), snapshot.now)
-    faster: FasterLater | OwnGpuSoon | None = None
-    patience_s = settings.hold_after_s - (snapshot.now - since)
-    if passing and settings.hold_for and patience_s > 0 \
-            and (settings.wait_for_faster or settings.share_if_pays):
-        table = GpuTable.from_states(snapshot.nodes)
-        fit = fit_rows(table, needs, limits, holds)
-        if settings.wait_for_faster:
-            faster = faster_later(table, fit, alphas, snapshot.now, settings.wait_for_faster,
-                                  patience_s, holds)
-        if faster is None and settings.share_if_pays:
-            faster = own_gpu_soon(table, fit, alphas, snapshot.now, patience_s, holds)
+    faster = None
+    if passing and settings.hold_for:
+        faster = _worth_waiting_for(assessment, holds, alphas, snapshot.now - since, settings)
         if faster is not None:
             verdicts, passing = _refused(verdicts, Verdict(False, faster.reason())), []
     held_nodes = sorted({node for node, _ in holds}, key=list(snapshot.nodes).index) \
@@ -102,6 +94,28 @@ def decide_filter(assessment: Assessment, nodes: Mapping[str, NodeGpus | None],
     if waiter is not None:
         told += (decisions.waiting(waiter, faster.reason() if faster else ""),)
     return FilterDecision(verdicts, FilterRecord(pod, layouts, held), waiter, told=told)
+
+
+def _worth_waiting_for(job: PodJob, holds: Holds, alphas: Alphas, waited_s: float,
+                       settings: Settings) -> FasterLater | OwnGpuSoon | None:
+    """A GPU the pod should wait for though it fits now: a much faster one
+    (`patience.faster_later`, while it has waited less than EXTENDER_HOLD_AFTER_S), else
+    one of its own rather than share (`sharing.own_gpu_soon`, while it has waited less
+    than that or than its own shortest run, whichever is longer: a wait longer than the
+    run it would shorten is never worth it)."""
+    faster_s = settings.hold_after_s - waited_s if settings.wait_for_faster else 0.0
+    own_s = (max(settings.hold_after_s, min(n.predicted_s for n in job.needs.values()))
+             - waited_s) if settings.share_if_pays and job.needs else 0.0
+    if faster_s <= 0 and own_s <= 0:
+        return None
+    snapshot = job.snapshot
+    table = GpuTable.from_states(snapshot.nodes)
+    fit = fit_rows(table, job.needs, settings.collocation, holds)
+    if faster_s > 0 and (found := faster_later(table, fit, alphas, snapshot.now,
+                                               settings.wait_for_faster, faster_s,
+                                               holds)) is not None:
+        return found
+    return own_gpu_soon(table, fit, alphas, snapshot.now, own_s, holds) if own_s > 0 else None
 
 
 def filter_nodes(nodes: Mapping[str, NodeState], needs: Mapping[str, Need], limits: Limits,

@@ -65,9 +65,16 @@ def test_an_idle_gpu_overrun_jobs_and_patience_end_the_wait() -> None:
     nodes = _cluster(1000, 100)
     nodes["idle"] = node_state("idle", [[]])
     assert _filter(nodes, 2000).verdicts["shared-0"].fits  # prioritize weighs the idle GPU
-    assert _filter(_cluster(1000, -50), 2000).verdicts["shared-0"].fits  # its job overran
-    waited = (Waiter("p", NOW - 800, {}),)  # 100 s of patience left: 110 s is too late
-    assert _filter(_cluster(1000, 100), 2000, waiting=waited).verdicts["shared-0"].fits
+    # The busy GPU's job overran (when it ends is unknown); the shared GPU's own job ends
+    # too late (100,000 s) to be worth waiting for.
+    assert _filter(_cluster(100_000, -50), 2000).verdicts["shared-0"].fits
+    # Patience: the longer of EXTENDER_HOLD_AFTER_S (900 s) and the job's own run (2000 s),
+    # less the wait so far. 1890 s waited: 110 s left, the busy GPU frees and the retry
+    # comes in 110 s, so it waits; at 1891 s it takes what fits.
+    waited = (Waiter("p", NOW - 1890, {}),)
+    assert not _filter(_cluster(100_000, 100), 2000, waiting=waited).verdicts["shared-0"].fits
+    waited = (Waiter("p", NOW - 1891, {}),)
+    assert _filter(_cluster(100_000, 100), 2000, waiting=waited).verdicts["shared-0"].fits
     assert _filter(_cluster(1000, 100), 2000, hold_for=0).verdicts["shared-0"].fits
 
 
@@ -75,6 +82,6 @@ def test_a_gpu_held_for_another_waiting_pod_is_not_waited_for() -> None:
     # A pod that fits nowhere (23 GB) and has waited past EXTENDER_HOLD_AFTER_S holds the
     # busy GPU, the one that frees soonest for it: ours shares instead of waiting for it.
     older = Waiter("old", NOW - 1000, {"RTX-3090": (23000.0, 500.0)}, "ml/old")
-    decision = _filter(_cluster(1000, 100), 2000, waiting=(older,))
+    decision = _filter(_cluster(100_000, 100), 2000, waiting=(older,))
     assert any(d.kind == "held" and d.uid == "old" for d in decision.told)
     assert decision.verdicts["shared-0"].fits
