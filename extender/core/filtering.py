@@ -100,13 +100,10 @@ def _worth_waiting_for(job: PodJob, holds: Holds, alphas: Alphas, waited_s: floa
                        settings: Settings) -> FasterLater | OwnGpuSoon | None:
     """A GPU the pod should wait for though it fits now: a much faster one
     (`patience.faster_later`, while it has waited less than EXTENDER_HOLD_AFTER_S), else
-    one of its own rather than share (`sharing.own_gpu_soon`, while it has waited less
-    than that or than its own shortest run, whichever is longer: a wait longer than the
-    run it would shorten is never worth it)."""
+    one of its own rather than share (`sharing.own_gpu_soon`, with no bound: a long job
+    that gives up waiting shares at the worst time, having paid the wait too)."""
     faster_s = settings.hold_after_s - waited_s if settings.wait_for_faster else 0.0
-    own_s = (max(settings.hold_after_s, min(n.predicted_s for n in job.needs.values()))
-             - waited_s) if settings.share_if_pays and job.needs else 0.0
-    if faster_s <= 0 and own_s <= 0:
+    if faster_s <= 0 and not settings.share_if_pays:
         return None
     snapshot = job.snapshot
     table = GpuTable.from_states(snapshot.nodes)
@@ -115,7 +112,8 @@ def _worth_waiting_for(job: PodJob, holds: Holds, alphas: Alphas, waited_s: floa
                                                settings.wait_for_faster, faster_s,
                                                holds)) is not None:
         return found
-    return own_gpu_soon(table, fit, alphas, snapshot.now, own_s, holds) if own_s > 0 else None
+    return own_gpu_soon(table, fit, alphas, snapshot.now, holds=holds) \
+        if settings.share_if_pays else None
 
 
 def filter_nodes(nodes: Mapping[str, NodeState], needs: Mapping[str, Need], limits: Limits,

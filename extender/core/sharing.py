@@ -19,11 +19,12 @@ waits as a pod that fits nowhere does and decides again when a GPU frees; short 
 whose sharing costs little, still share. The guards are patience's: never a GPU whose
 job overran its prediction (when it ends is unknown), one held for another waiting pod,
 one of an unknown make, or one that would not free within `patience_s` (the pod then
-takes what fits anyway); multi-GPU pods are not held back. Filter's patience here is the
-longer of EXTENDER_HOLD_AFTER_S and the job's own shortest run, less what it waited: a
-long job that gave up after the hold's 900 s would have paid the wait and the sharing
-both (replayed on the generated world: seed 10, 28,192 s with the hold's patience,
-20,878 s without a bound; docs/2026-12-02-todays-gpus-8-orders.md).
+takes what fits anyway); multi-GPU pods are not held back. Filter sets no such bound:
+a long job that gave up after the hold's 900 s paid the wait and the sharing both
+(replayed on the generated world, seed 10: 28,192 s with the 900 s, 20,878 s without a
+bound; bounded by the job's own run instead, orders 1-3 ended 1,300-4,400 s later than
+with this rule off; docs/2026-12-02-todays-gpus-8-orders.md). Its waits end by themselves: a GPU whose jobs
+overran their prediction is no longer waited for.
 """
 
 from __future__ import annotations
