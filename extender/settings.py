@@ -61,10 +61,11 @@ Environment variables (the manifests in k8s/ use exactly these names):
                                    sooner (jobs played forward; extender/core/patience.py);
                                    default 1.5, 0 disables; needs EXTENDER_HOLD_FOR; a pod
                                    that has waited EXTENDER_HOLD_AFTER_S takes what fits
-    EXTENDER_SHARE_IF_PAYS         1: a pod that fits now only beside running jobs waits
-                                   for a GPU of its own when that costs less than sharing
-                                   costs it and its neighbours (extender/core/sharing.py);
-                                   needs EXTENDER_HOLD_FOR; default 0
+    EXTENDER_SHARE_IF_PAYS         1 (default): a pod that fits now only beside running
+                                   jobs waits for a GPU of its own when that costs less
+                                   than sharing costs it and its neighbours
+                                   (extender/core/sharing.py); needs EXTENDER_HOLD_FOR;
+                                   0 disables
     EXTENDER_WAIT_TTL_S            a waiting pod not filtered again for this long stops
                                    holding (default 600; kube-scheduler retries refused
                                    pods at least every 5 minutes)
@@ -187,7 +188,7 @@ class Settings:
     hold_after_s: float = 900.0
     short_first: float = 4.0
     wait_for_faster: float = 1.5
-    share_if_pays: bool = False
+    share_if_pays: bool = False  # on from the environment (from_env); off for tests' cases
     wait_ttl_s: float = 600.0
     decision_repeat_s: int = 600
     prioritize_reuse_s: float = 1.0
@@ -266,7 +267,7 @@ class Settings:
             hold_after_s=_number(env, "EXTENDER_HOLD_AFTER_S", 900.0, float, 0, 7 * 86400),
             short_first=_number(env, "EXTENDER_SHORT_FIRST", 4.0, float, 0, 1000),
             wait_for_faster=_number(env, "EXTENDER_WAIT_FOR_FASTER", 1.5, float, 0, 1000),
-            share_if_pays=_choice(env, "EXTENDER_SHARE_IF_PAYS", "0", ("0", "1")) == "1",
+            share_if_pays=_choice(env, "EXTENDER_SHARE_IF_PAYS", "1", ("0", "1")) == "1",
             wait_ttl_s=_number(env, "EXTENDER_WAIT_TTL_S", 600.0, float, 10, 86400),
             decision_repeat_s=_number(env, "EXTENDER_DECISION_REPEAT_S", 600, int, 1, 86400),
             prioritize_reuse_s=_number(env, "EXTENDER_PRIORITIZE_REUSE_S", 1.0, float, 0, 60),
