@@ -6,7 +6,8 @@ collocation limit and beside the room held for older (or much shorter) waiting p
 (`extender.core.room`). The verdict names the best-fit GPU, or says why not in
 words `kubectl describe` users read (`extender.core.per_node` holds them). A pod
 that fits nowhere (and could fit somewhere once jobs end) becomes a waiter, as does
-one worth keeping for a much faster GPU that frees later (`extender.core.patience`).
+one worth keeping for a much faster GPU that frees later (`extender.core.patience`),
+or for a GPU of its own rather than share (`extender.core.sharing`).
 
 Many nodes are judged at once over the request's `GpuTable` (`extender.core.fit`),
 a reason written once per distinct failure; a request naming fewer than
