@@ -159,10 +159,11 @@ class GpuArrays:
         queue = self._queues.get((node, index), ())
         gpu, valid_until = self._live_gpu(node, index, int(self.gpu_capacity[row]), queue, now)
         self.gpu_free[row] = gpu.free_mib
-        self.gpu_jobs[row] = len(gpu.jobs)
         self.valid_until[row] = valid_until
+        self.gpu_jobs[row] = 0  # its old slots are not live: a compaction must not keep them
         if gpu.jobs:
             self.job_start[row] = self._append(gpu.jobs)
+        self.gpu_jobs[row] = len(gpu.jobs)
 
     def _rank(self, node: int) -> None:
         """The node's rows ranked by best fit (free, index) and by room (most free first)."""

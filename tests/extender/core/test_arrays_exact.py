@@ -212,3 +212,30 @@ def test_a_node_set_named_in_another_order_is_the_same_table_and_the_same_decisi
         job = PodJob(demand, snapshot, needs)
         assert (dict(decide_filter(job, dict.fromkeys(order), settings).verdicts.items()),
                 dict(decide_scores(job, order, settings).items())) == expected
+
+
+def test_job_columns_compacted_while_a_gpu_gains_jobs_keep_every_gpus_jobs(
+        monkeypatch) -> None:
+    """Compaction runs in the middle of recomputing a GPU whose queue grew: that GPU's old
+    slots are not read as if they held its new jobs (an IndexError past the columns' end,
+    found replaying a 320-GPU world), and every other GPU keeps its own jobs."""
+    monkeypatch.setattr("extender.state.gpu_arrays.FIRST_SLOTS", 8)
+    layouts = {f"n{i}": LAYOUTS[0] for i in range(3)}  # 12 GPUs
+    rng = random.Random(5)
+    queues: dict[tuple[str, int], tuple[QueuedJob, ...]] = {}
+    arrays = GpuArrays(layouts, queues, 0.0, live_gpu)
+    for step in range(200):
+        key = (f"n{rng.randrange(3)}", rng.randrange(4))
+        jobs = queues.get(key, ())
+        if jobs and rng.random() < 0.3:
+            jobs = jobs[1:]
+        else:
+            jobs += (QueuedJob(f"j{step}", rng.uniform(1, 900), 100.0, 0.0),)
+        queues[key] = jobs
+        arrays.mark(*key)
+        table = arrays.table(list(layouts), 1.0)
+        for node, index in [(f"n{n}", g) for n in range(3) for g in range(4)]:
+            row = 4 * int(node[1:]) + index
+            start, count = int(table.job_start[row]), int(table.gpu_jobs[row])
+            assert table.jobs.uid[start:start + count] == [j.uid for j in
+                                                            queues.get((node, index), ())]
