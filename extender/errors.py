@@ -41,6 +41,11 @@ class StoreRefused(StoreUnavailable):
     outage until an operator removes it; never a crash."""
 
 
+class NotReplicated(StoreUnavailable):
+    """A placement's writes did not reach the replicas a failover must find them on (a
+    replica down, or a failover under way): undone where it can be, and retried."""
+
+
 class Conflict(ExtenderError):
     """The reservation cannot be made: no GPU on the node has room any more."""
 

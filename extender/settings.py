@@ -149,6 +149,7 @@ from estimator import portable
 from estimator.catalogue import CATALOGUE
 from extender.model import UNKNOWN_TYPE, Limits
 from extender.policies import DEFAULT_POLICY, POLICIES, ScoringPolicy, make_policy
+from extender.state.connection import SentinelTarget, parse_address, sentinel_url
 
 BIND_MODES = ("api", "record")
 NODE_AGENTS = ("none", "hami", "volcano")
@@ -182,6 +183,8 @@ class Settings:
     demand_ttl_s: int = 900
     max_body_bytes: int = 32 * 1024 * 1024
     redis_timeout_s: float = 1.0
+    redis_replicas: int = 0  # replicas an acknowledged bind's writes reach first (WAIT)
+    redis_replica_wait_ms: int = 500
     estimator_design: str = "ours"
     scoring: str = DEFAULT_POLICY
     hold_for: int = 1
@@ -237,7 +240,11 @@ class Settings:
         """Validate once at startup; `SettingsError` names the variable."""
         get = env.get
         settings = cls(
-            redis_url=_redis_url(get("REDIS_URL") or None),
+            redis_url=_redis_target(env),
+            redis_replicas=_number(env, "EXTENDER_REDIS_REPLICAS",
+                                   1 if get("REDIS_SENTINELS") else 0, int, 0, 16),
+            redis_replica_wait_ms=_number(env, "EXTENDER_REDIS_REPLICA_WAIT_MS", 500, int, 1,
+                                          60_000),
             kubeconfig=get("KUBECONFIG") or None,
             state_dir=Path(get("EXTENDER_STATE_DIR", "var")),
             bind_mode=_choice(env, "EXTENDER_BIND", "api", BIND_MODES),
@@ -362,6 +369,33 @@ def _directory(env: Mapping[str, str], key: str) -> Path | None:
     if not Path(path).is_dir():
         raise SettingsError(f"{key}={path!r}: not a directory")
     return Path(path)
+
+
+def _redis_target(env: Mapping[str, str]) -> str | None:
+    """The one Redis URL of the environment: REDIS_URL (a single server), or the master
+    that REDIS_SENTINELS' sentinels name (`connection.sentinel_url`); never both."""
+    single, sentinels = env.get("REDIS_URL") or None, env.get("REDIS_SENTINELS", "").strip()
+    if not sentinels:
+        for key in ("REDIS_SENTINEL_MASTER", "REDIS_SENTINEL_PASSWORD", "REDIS_PASSWORD"):
+            if env.get(key):
+                raise SettingsError(f"{key} is set but REDIS_SENTINELS is not: put a single "
+                                    "Redis's password in REDIS_URL (redis://:password@host)")
+        return _redis_url(single)
+    if single:
+        raise SettingsError("REDIS_URL and REDIS_SENTINELS are both set: one Redis, or the "
+                            "master the sentinels name, not both")
+    try:
+        addresses = tuple(parse_address(item) for item in sentinels.split(",") if item.strip())
+    except ValueError as exc:
+        raise SettingsError(f"REDIS_SENTINELS={sentinels!r}: {exc} (host:port,host:port)") \
+            from None
+    master = env.get("REDIS_SENTINEL_MASTER", "mymaster").strip()
+    if not master or not master.isprintable() or " " in master:
+        raise SettingsError(f"REDIS_SENTINEL_MASTER={master!r}: a master name as the "
+                            "sentinels' configuration spells it (sentinel monitor NAME ...)")
+    db = _number(env, "REDIS_SENTINEL_DB", 0, int, 0, 15)
+    return sentinel_url(SentinelTarget(addresses, master, db, env.get("REDIS_PASSWORD") or None,
+                                       env.get("REDIS_SENTINEL_PASSWORD") or None))
 
 
 def _redis_url(url: str | None) -> str | None:

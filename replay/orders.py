@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import multiprocessing
 import statistics
-import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
 
+from extender.state.connection import with_db
 from replay.engine import SimNode
 from replay.runner import Deciders, run_policy
 from replay.scenario import Scenario
@@ -30,17 +30,6 @@ VERSUS = ("makespan_s", "avg_jct_s")
 BOOTSTRAP = 2000  # resamples of the orders behind each medians gap's interval
 MAX_DATABASES = 15  # redis-server's default 16 databases, 0 left to the parent
 _worker: dict[str, Any] = {}  # one worker process's scenario, world and estimators
-
-
-def with_db(url: str, db: int) -> str:
-    """The same Redis server, database `db` (unix socket or TCP URL)."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme == "unix":  # unix:///path?db=N: urlunsplit would drop the empty host
-        base, _, query = url.partition("?")
-        pairs = dict(urllib.parse.parse_qsl(query))
-        pairs["db"] = str(db)
-        return f"{base}?{urllib.parse.urlencode(pairs)}"
-    return urllib.parse.urlunsplit(parts._replace(path=f"/{db}"))
 
 
 def _init(redis_url: str, databases: Any, scenario: Scenario, nodes: list[SimNode],

@@ -453,6 +453,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from extender.cluster import kube
     from extender.cluster.events import EventPoster
+    from extender.state.connection import display
     from extender.state.embedded_redis import open_store
 
     argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args(argv)
@@ -490,7 +491,7 @@ def main(argv: list[str] | None = None) -> int:
     poster = EventPoster(store, post, settings.event_rate, settings.event_burst)
     threading.Thread(target=poster.run_forever, args=(stop,), name="event-poster",
                      daemon=True).start()
-    log.info("monitor started", extra={"redis": settings.store_url.split("@")[-1],
+    log.info("monitor started", extra={"redis": display(settings.store_url),
                                        "reconcile_s": settings.reconcile_s,
                                        "scheduler": settings.scheduler_name,
                                        "signed_reservations": settings.signing_key is not None})

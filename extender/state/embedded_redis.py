@@ -108,4 +108,5 @@ def open_store(settings: Settings, start_embedded: bool = False) -> RedisStore:
     to be running already (the monitor, the node watcher, the CLIs beside it)."""
     if start_embedded and settings.embedded_redis_dir is not None:
         EmbeddedRedis(settings.embedded_redis_dir).start()
-    return RedisStore.from_url(settings.store_url, settings.redis_timeout_s)
+    return RedisStore.from_url(settings.store_url, settings.redis_timeout_s,
+                               settings.redis_replicas, settings.redis_replica_wait_ms)

@@ -14,7 +14,7 @@ import orjson
 import redis
 
 from extender.core.gang_plan import GangPlan, MemberSlot
-from extender.errors import Conflict
+from extender.errors import Conflict, NotReplicated
 from extender.model import JobRecord, PodDemand, Reservation
 from extender.state import gang_lua
 from extender.state.records import gpu_list
@@ -66,8 +66,10 @@ class GangView:
 
 
 class GangStore:
-    def __init__(self, client: redis.Redis, call: Callable[..., Any]) -> None:
+    def __init__(self, client: redis.Redis, call: Callable[..., Any],
+                 replicated: Callable[..., tuple[Any, bool]]) -> None:
         self._call = call
+        self._replicated = replicated  # `RedisStore._replicated`: a bind's durable writes
         self._claim = client.register_script(gang_lua.CLAIM)
         self._reserve = client.register_script(gang_lua.RESERVE_PLAN)
         self._take = client.register_script(gang_lua.TAKE)
@@ -125,9 +127,13 @@ class GangStore:
         fields = {k: v for k, v in asdict(record).items()
                   if k in ("pod", "namespace", "model", "task", "batch", "units")}
         fields["source"] = source
-        status, *detail = self._call(self._take, keys=[plan_key(gang)], args=[
+        (status, *detail), durable = self._replicated(self._take, [plan_key(gang)], [
             record.uid, record.node, now, ttl_s, orjson.dumps(fields), placeholder_prefix(gang),
             source])
+        if not durable:  # the slot stays the member's: its retry takes it again
+            raise NotReplicated(f"state store: gang {gang}'s slot for {record.namespace}/"
+                                f"{record.pod} did not reach the replicas a failover needs "
+                                "in time; retry")
         if status == "none":
             return None
         if status == "elsewhere":

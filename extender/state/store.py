@@ -1,4 +1,4 @@
-"""Shared scheduling state in Redis, behind `RedisStore` (the only module that imports redis).
+"""Shared scheduling state in Redis, behind `RedisStore` (`connection` reaches the server).
 
 Key layout (human readable; every key is built by the helpers below):
 
@@ -100,12 +100,13 @@ import redis
 
 from extender.core import gpu_table
 from extender.core.interference import AlphaFit
-from extender.errors import Conflict, StoreRefused, StoreUnavailable
+from extender.errors import Conflict, NotReplicated, StoreRefused, StoreUnavailable
 from extender.model import (
     ClusterSnapshot, Decision, FilterRecord, JobRecord, NodeGpus, NodeState, PodDemand,
     Reservation, Waiter,
 )  # fmt: skip
 from extender.state import lua
+from extender.state.connection import redis_client, replicated
 from extender.core.time_bias import BIAS_PREFIX
 from extender.state.gang_store import GangStore
 from extender.state.model_store import ModelStore
@@ -223,11 +224,19 @@ class FloorRaise:
     counted: bool
 
 
+# A master with too few replicas (min-replicas-to-write), one that lost its master link,
+# or one still loading its data: the same as down for the verbs (retried).
+NOT_WRITABLE = ("NOREPLICAS", "MASTERDOWN", "LOADING", "READONLY")
+
+
 class RedisStore:
     """Atomic, named operations on the shared state."""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, replicas: int = 0, replica_wait_ms: int = 500
+                 ) -> None:
         self._redis = client
+        # An acknowledged placement's writes reach this many replicas first (WAIT).
+        self.replicas, self.replica_wait_ms = replicas, replica_wait_ms
         self._reserve = client.register_script(lua.RESERVE)
         self._changes = client.register_script(lua.CHANGES)
         self._confirm = client.register_script(lua.CONFIRM)
@@ -241,7 +250,7 @@ class RedisStore:
         self._raises_reset = client.register_script(lua.RAISES_RESET)
         self._grow_beside = client.register_script(lua.GROW_BESIDE)
         self._owner_run = client.register_script(lua.OWNER_RUN)
-        self.gangs = GangStore(client, self._call)
+        self.gangs = GangStore(client, self._call, self._replicated)
         self.models = ModelStore(client, self._call)
         self._layout_cache: tuple[str | None, dict[str, NodeGpus]] = (None, {})
         self._timeout_s = client.connection_pool.connection_kwargs.get("socket_timeout") or 1.0
@@ -253,13 +262,14 @@ class RedisStore:
         self._synced_waiters: tuple[WaitersRead, str] | None = None  # and the floors' job
 
     @classmethod
-    def from_url(cls, url: str, timeout_s: float = 1.0) -> RedisStore:
+    def from_url(cls, url: str, timeout_s: float = 1.0, replicas: int = 0,
+                 replica_wait_ms: int = 500) -> RedisStore:
         # A value that is not UTF-8 (written by hand) reads with U+FFFD in it, so its reader
         # finds it unreadable, as any broken record, instead of failing the whole read.
-        return cls(redis.Redis.from_url(url, socket_timeout=timeout_s,
-                                        socket_connect_timeout=timeout_s, decode_responses=True,
-                                        encoding_errors="replace",
-                                        health_check_interval=10))  # fmt: skip
+        return cls(redis_client(url, socket_timeout=timeout_s,
+                                socket_connect_timeout=timeout_s, decode_responses=True,
+                                encoding_errors="replace", health_check_interval=10),
+                   replicas, replica_wait_ms)
 
     def ping(self) -> bool:
         return bool(self._call(self._redis.ping))
@@ -441,7 +451,11 @@ class RedisStore:
         args: list[Any] = [now, ttl_s, record.reserved_mib, orjson.dumps(fields), gpus]
         for index, capacity, limit in cands:
             args += [index, capacity, limit]
-        status, detail, *held = self._call(self._reserve, keys=keys, args=args)
+        (status, detail, *held), durable = self._replicated(self._reserve, keys, args)
+        if not durable:  # not acknowledged: a failover could lose it
+            if status == "reserved":
+                self.release_placement(record.uid, record.node, source)
+            raise self._not_replicated("the reservation")
         if status == "full":
             which = f"fewer than {gpus} GPUs" if gpus > 1 else "no GPU"
             have = "have" if gpus > 1 else "has"
@@ -480,7 +494,13 @@ class RedisStore:
     def confirm_bind(self, reservation: Reservation, now: float) -> bool:
         """Mark a reservation bound (no expiry); False if it expired or moved meanwhile."""
         queue = gpu_key(reservation.node, reservation.gpu_index)
-        return bool(self._call(self._confirm, keys=[job_key(reservation.uid)], args=[queue, now]))
+        confirmed, durable = self._replicated(self._confirm, [job_key(reservation.uid)],
+                                              [queue, now])
+        if not durable:  # the reservation itself was replicated (`reserve`): it stands
+            log.warning("bind's confirmation of %s reached fewer than %d replicas; after a "
+                        "failover it expires unless the monitor sees the pod bound",
+                        reservation.uid, self.replicas)
+        return bool(confirmed)
 
     def confirm_placement(self, uid: str, node: str, now: float) -> bool:
         """Mark the pod's reservation bound (no expiry) if it is on `node` and live: for the
@@ -769,6 +789,19 @@ class RedisStore:
         """The published collocation slowdowns, GPU type -> alpha (for operators)."""
         return alphas_from_pairs(self._call(self._redis.hgetall, INTERFERENCE_KEY))
 
+    def _replicated(self, script: Any, keys: list[str], args: list[Any]) -> tuple[Any, bool]:
+        """`script`'s reply, and whether its writes reached `replicas` replicas in time
+        (`connection.replicated`; always True with none asked for)."""
+        with self._errors_translated():
+            reply, acknowledged = replicated(self._redis, script, keys, args, self.replicas,
+                                             self.replica_wait_ms)
+        return reply, acknowledged >= self.replicas
+
+    def _not_replicated(self, what: str) -> NotReplicated:
+        return NotReplicated(f"state store: {what} reached fewer than {self.replicas} "
+                             f"replicas in {self.replica_wait_ms} ms (a replica down, or a "
+                             "failover under way), so a failover could lose it; retry")
+
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         with self._errors_translated():
             return fn(*args, **kwargs)
@@ -780,6 +813,10 @@ class RedisStore:
         except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
             raise StoreUnavailable(f"state store unreachable ({exc}); retry") from exc
         except redis.ResponseError as exc:
+            if any(code in str(exc) for code in NOT_WRITABLE):  # also inside a script's
+                raise NotReplicated(f"state store cannot take writes now ({str(exc)[:200]}): "
+                                    "no replica in reach, or a failover under way; retry") \
+                    from exc
             raise StoreRefused(f"state store refused the operation ({str(exc)[:200]}); "
                                "retry once an operator has fixed it (a st:* key of another "
                                "type written by hand, Redis out of memory or read-only)") from exc

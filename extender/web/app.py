@@ -21,6 +21,7 @@ from extender.web import auth
 from extender.web import routes_kube
 from extender.web import routes_volcano
 from extender.web import ui
+from extender.state.connection import display
 from extender.state.embedded_redis import open_store
 from extender.errors import StoreUnavailable
 from extender.web.known_nodes import KnownNodeObjects
@@ -89,7 +90,7 @@ def create_app(settings: Settings | None = None, binder: BindTarget | None = Non
         body, content_type = metrics.render([state])
         return Response(body, mimetype=content_type.split(";")[0])
 
-    log.info("app built", extra={"redis": settings.store_url.split("@")[-1],
+    log.info("app built", extra={"redis": display(settings.store_url),
                                  "bind_mode": settings.bind_mode,
                                  "client_auth": auth.describe(settings),
                                  "design": settings.estimator_design})

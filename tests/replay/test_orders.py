@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from replay.orders import run_orders, summarise, with_db
+from extender.state.connection import with_db
+from replay.orders import run_orders, summarise
 from replay.scenario import Scenario
 from replay.workloads import generated_workload, parse_cluster
 

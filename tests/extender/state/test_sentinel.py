@@ -1,0 +1,119 @@
+"""Reaching the state through Redis Sentinel (extender/state/connection.py), and what a
+bind's durability step refuses (RedisStore with `replicas`): the settings that name it,
+the URL every process hands on, a real topology's failover followed without a restart,
+and the refusals (WAIT short of its replicas, a master with none in reach)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+
+from chaos.sentinel import SentinelTopology
+from extender.errors import NotReplicated, StoreUnavailable
+from extender.model import JobRecord
+from extender.settings import Settings, SettingsError
+from extender.state.connection import (
+    SentinelTarget,
+    display,
+    parse_sentinel_url,
+    sentinel_url,
+    with_db,
+)
+from extender.state.store import RedisStore
+
+SENTINELS = {"REDIS_SENTINELS": "10.0.0.1:26379, sentinel-1.redis.svc:26380",
+             "REDIS_SENTINEL_MASTER": "schedtune", "REDIS_PASSWORD": "p@ss/w:rd"}
+
+
+def record(uid: str, node: str = "gpu-0") -> JobRecord:
+    return JobRecord(uid=uid, pod=uid, namespace="ns", model="resnet50", task="train",
+                     node=node, gpu_index=0, reserved_mib=1000.0, predicted_s=60.0,
+                     state="reserved", reserved_at=0.0)
+
+
+def test_the_sentinels_settings_resolve_to_one_url_every_process_hands_on():
+    settings = Settings.from_env(SENTINELS)
+    target = parse_sentinel_url(settings.store_url)
+    assert target == SentinelTarget((("10.0.0.1", 26379), ("sentinel-1.redis.svc", 26380)),
+                                    "schedtune", 0, "p@ss/w:rd", None)
+    assert settings.embedded_redis_dir is None  # no embedded server beside Sentinel
+    assert settings.redis_replicas == 1  # a bind waits for one replica by default
+    assert "p@ss" not in display(settings.store_url) and "10.0.0.1:26379" in display(
+        settings.store_url)
+    assert parse_sentinel_url(with_db(settings.store_url, 3)).db == 3
+    assert sentinel_url(target) == settings.store_url
+    assert Settings.from_env({**SENTINELS, "EXTENDER_REDIS_REPLICAS": "0"}).redis_replicas == 0
+    assert Settings.from_env({"REDIS_URL": "redis://h:6379/0"}).redis_replicas == 0
+
+
+@pytest.mark.parametrize("env, message", [
+    ({**SENTINELS, "REDIS_URL": "redis://h:6379/0"}, "both set"),
+    ({"REDIS_SENTINELS": "10.0.0.1"}, "'10.0.0.1' is not host:port"),
+    ({"REDIS_SENTINELS": "h:0"}, "is not host:port"),
+    ({"REDIS_SENTINELS": "h:1", "REDIS_SENTINEL_MASTER": "two words"}, "a master name"),
+    ({"REDIS_PASSWORD": "x"}, "REDIS_SENTINELS is not"),
+    ({"REDIS_SENTINEL_MASTER": "m"}, "REDIS_SENTINELS is not"),
+    ({**SENTINELS, "EXTENDER_REDIS_REPLICAS": "-1"}, "EXTENDER_REDIS_REPLICAS"),
+])
+def test_unusable_sentinel_settings_are_named(env, message):
+    with pytest.raises(SettingsError, match=message):
+        Settings.from_env(env)
+
+
+@pytest.mark.parametrize("url", ["redis+sentinel://", "redis+sentinel://h:1",
+                                 "redis+sentinel://h:1/m/x", "redis://h:1/0"])
+def test_a_malformed_sentinel_url_is_refused(url):
+    with pytest.raises(ValueError):
+        parse_sentinel_url(url)
+
+
+def test_a_reservation_that_reaches_no_replica_is_undone_and_retried(redis_url, redis_client):
+    """WAIT short of the replicas asked for: bind is refused as retriable, and the
+    reservation it made is released, not left to hold the GPU."""
+    store = RedisStore.from_url(redis_url, replicas=1, replica_wait_ms=20)
+    with pytest.raises(NotReplicated, match="fewer than 1 replicas"):
+        store.reserve(record("u1"), [(0, 24000, 4)], time.time(), 60)
+    assert store.job("u1") is None
+    assert isinstance(NotReplicated("x"), StoreUnavailable)  # the verbs' retriable error
+
+
+def test_a_master_with_no_replica_in_reach_is_retried_not_refused(redis_url, redis_client):
+    """min-replicas-to-write refuses the reserve script's write (NOREPLICAS): the verbs'
+    retriable error, not 'an operator must fix a key'."""
+    redis_client.config_set("min-replicas-to-write", 1)
+    try:
+        with pytest.raises(NotReplicated, match="NOREPLICAS"):
+            RedisStore.from_url(redis_url).reserve(record("u2"), [(0, 24000, 4)],
+                                                   time.time(), 60)
+    finally:
+        redis_client.config_set("min-replicas-to-write", 0)
+
+
+@pytest.fixture(scope="module")
+def topology(tmp_path_factory):
+    with SentinelTopology(tmp_path_factory.mktemp("sentinel")) as started:
+        yield started
+
+
+def test_a_bind_acknowledged_survives_the_masters_death(topology):
+    """Reserve and confirm through the sentinels, SIGKILL the master: the same store, not
+    restarted, reads the bound reservation from the promoted replica, after answering
+    the retriable error while there is no master."""
+    store = RedisStore.from_url(topology.url, 0.5, replicas=1)
+    reservation = store.reserve(record("survivor"), [(0, 24000, 4)], time.time(), 60)
+    assert store.confirm_bind(reservation, time.time())
+    old = topology.kill_master()
+    with pytest.raises(StoreUnavailable):
+        store.job("survivor")
+    failover_s = topology.wait_for_new_master(old)
+    assert failover_s < 20
+    held = store.job("survivor")
+    assert held is not None and held.state == "bound" and held.expires_at == 0
+    assert topology.master().port != old.port
+    topology.restart(old)
+    topology.wait_until_rejoined(old)
+    assert old.client().info("replication")["role"] == "slave"
+    with pytest.raises(redis.ReadOnlyError):  # the old master takes no write any more
+        old.client().set("st:probe", "1")
