@@ -1,4 +1,4 @@
-"""The extender replicas as real processes: two gunicorn replicas on one Redis, each in its
+"""The extender replicas as real processes: two gunicorn replicas on one Redis (or Sentinel), each in its
 own process group, started, SIGKILLed (master and workers, as when the container dies),
 restarted and stopped; each life logs to its own file. Also a free port on 127.0.0.1."""
 
@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from chaos.cluster import LIMIT
@@ -27,9 +28,11 @@ class Replicas:
     """Two gunicorn extender replicas on one Redis, each in its own process group, each life
     logging to its own file (gunicorn's log says which workers booted and why they left)."""
 
-    def __init__(self, tmp: Path, redis_url: str, token_file: Path | None) -> None:
+    def __init__(self, tmp: Path, redis_env: Mapping[str, str], token_file: Path | None
+                 ) -> None:
+        """`redis_env`: how the replicas reach Redis (REDIS_URL, or the sentinels)."""
         self.tmp = tmp
-        self.env = {**os.environ, "REDIS_URL": redis_url, "EXTENDER_WORKERS": str(WORKERS),
+        self.env = {**os.environ, **redis_env, "EXTENDER_WORKERS": str(WORKERS),
                     "EXTENDER_BIND": "record", "EXTENDER_NODE_WATCH": "0",
                     "EXTENDER_LOG_LEVEL": "ERROR", "EXTENDER_COLLOCATION_LIMIT": str(LIMIT),
                     "EXTENDER_REDIS_TIMEOUT_S": "0.5"}

@@ -24,7 +24,7 @@ RETRY_S = 0.2  # a racer's pause after no answer (kube-scheduler backs a pod off
 class Race:
     """What the racing threads and the fault thread share: the binds answered success, the
     releases, the fault windows open now. A window is "replica_down:<i>", "redis_down"
-    or "slow_clients"."""
+    (Redis killed, or its master until Sentinel names a new one) or "slow_clients"."""
 
     def __init__(self, world: World, binds: int, deadline: float) -> None:
         self.world, self.asked, self.deadline = world, binds, deadline

@@ -84,7 +84,7 @@ def run_chaos(args: argparse.Namespace) -> dict[str, Any]:
         redis = EmbeddedRedis(tmp / "redis")
         store = RedisStore.from_url(redis.start())
         apply_listing(store, node_objects())  # the layouts the node watcher would write
-        replicas = Replicas(tmp, redis.url, tmp / "token" if token else None)
+        replicas = Replicas(tmp, {"REDIS_URL": redis.url}, tmp / "token" if token else None)
         world = World(redis, store, replicas, token, Ledger())
         try:
             result = run(world, args, started)

@@ -14,6 +14,7 @@ from chaos.answers import Answer, post
 from chaos.cluster import node_objects, pod
 from chaos.ledger import Ledger
 from chaos.processes import Replicas
+from chaos.sentinel import SentinelTopology
 from extender.state.embedded_redis import EmbeddedRedis
 from extender.state.store import RedisStore
 from extender.wire.kube import encode_extender_args
@@ -25,7 +26,7 @@ READY_TIMEOUT_S = 60.0
 class World:
     """What every scenario drives: Redis, its store, the replicas, the token, the ledger."""
 
-    redis: EmbeddedRedis
+    redis: EmbeddedRedis | SentinelTopology  # the race with failovers: the topology
     store: RedisStore
     replicas: Replicas
     token: str | None

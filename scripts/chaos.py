@@ -4,6 +4,7 @@ what each scenario executed, and the run fails when one ran less than asked.
     schedtune chaos --json                 # 10,000 hostile requests, 10,000 racing binds,
                                            # 5 Redis SIGKILLs, 3 replica SIGKILLs
     schedtune chaos --fuzz 300 --binds 400 --redis-kills 2 --replica-kills 1 --json
+    schedtune chaos --sentinel --json      # 10 master SIGKILLs under racing binds
 
 Starts one redis-server (AOF, `EmbeddedRedis`) and two extender replicas (gunicorn, two
 workers each, record-only binds, a bearer token unless --no-auth) on it, and writes the
@@ -49,6 +50,14 @@ JSON, one document on stdout:
   audit, workers    the final audit; replaced workers and why, secrets found in the logs
   samples           up to 5 answers per kind of failure
 
+With --sentinel: the race alone, on 3 redis-servers and 3 sentinels (`chaos/sentinel.py`),
+the replicas reaching the master through the sentinels; `--master-kills` SIGKILLs of the
+master, one every `--kill-every-s` of racing, each restarted once a replica is promoted.
+Its figures: master_kills, failover_s {min, median, max} (SIGKILL until a promoted master
+takes writes), binds answered and refused during failovers, acknowledged_lost_after_failover,
+split_brain_writes (a reservation written straight to the restarted old master), overcommits,
+and durability_cost_ms (a reservation and its confirmation with and without WAIT).
+
 Outcomes (ok, error, refused, unauthorized, retriable, server_error, non_contract, timeout,
 connection_error): `chaos/answers.py`. The scenarios, the audit and the report live in the
 `chaos` package; this is its CLI.
@@ -66,6 +75,7 @@ from pathlib import Path
 # file would shadow the `chaos` package: the checkout goes before it.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from chaos.failover import run_failover_chaos  # noqa: E402
 from chaos.runner import run_chaos  # noqa: E402
 
 
@@ -82,20 +92,27 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--slow-hold-s", type=float, default=8.0)
     parser.add_argument("--race-timeout-s", type=float, default=1800.0)
     parser.add_argument("--no-auth", action="store_true", help="run the replicas without a token")
+    parser.add_argument("--sentinel", action="store_true",
+                        help="the race on a Redis Sentinel topology, its master SIGKILLed "
+                             "--master-kills times (chaos/failover.py); no other scenario")
+    parser.add_argument("--master-kills", type=int, default=10)
+    parser.add_argument("--kill-every-s", type=float, default=3.0,
+                        help="--sentinel: seconds of racing binds before each master kill")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if not 0 <= args.fuzz <= 1_000_000 or not 10 <= args.binds <= 1_000_000:
         parser.error("--fuzz 0..1000000, --binds 10..1000000")
-    if min(args.redis_kills, args.replica_kills, args.slow_clients) < 0 or args.slow_hold_s > 60:
-        parser.error("kill and client counts >= 0, --slow-hold-s <= 60")
+    if min(args.redis_kills, args.replica_kills, args.slow_clients, args.master_kills) < 0 \
+            or args.slow_hold_s > 60 or not 0 <= args.kill_every_s <= 600:
+        parser.error("kill and client counts >= 0, --slow-hold-s <= 60, --kill-every-s 0..600")
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="chaos %(message)s")
-    result = run_chaos(args)
+    result = run_failover_chaos(args) if args.sentinel else run_chaos(args)
     print(json.dumps(result, indent=None if args.json else 2))
     return 0 if result["ok"] else 1
 
