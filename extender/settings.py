@@ -149,7 +149,7 @@ from estimator import portable
 from estimator.catalogue import CATALOGUE
 from extender.model import UNKNOWN_TYPE, Limits
 from extender.policies import DEFAULT_POLICY, POLICIES, ScoringPolicy, make_policy
-from extender.state.connection import SentinelTarget, parse_address, sentinel_url
+from extender.redis_url import SentinelTarget, parse_address, sentinel_url
 
 BIND_MODES = ("api", "record")
 NODE_AGENTS = ("none", "hami", "volcano")
@@ -373,7 +373,7 @@ def _directory(env: Mapping[str, str], key: str) -> Path | None:
 
 def _redis_target(env: Mapping[str, str]) -> str | None:
     """The one Redis URL of the environment: REDIS_URL (a single server), or the master
-    that REDIS_SENTINELS' sentinels name (`connection.sentinel_url`); never both."""
+    that REDIS_SENTINELS' sentinels name (`redis_url.sentinel_url`); never both."""
     single, sentinels = env.get("REDIS_URL") or None, env.get("REDIS_SENTINELS", "").strip()
     if not sentinels:
         for key in ("REDIS_SENTINEL_MASTER", "REDIS_SENTINEL_PASSWORD", "REDIS_PASSWORD"):

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from extender.state.connection import with_db
+from extender.redis_url import with_db
 from replay.engine import SimNode
 from replay.runner import Deciders, run_policy
 from replay.scenario import Scenario

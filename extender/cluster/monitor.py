@@ -453,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from extender.cluster import kube
     from extender.cluster.events import EventPoster
-    from extender.state.connection import display
+    from extender.redis_url import display
     from extender.state.embedded_redis import open_store
 
     argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args(argv)

@@ -21,7 +21,7 @@ from extender.web import auth
 from extender.web import routes_kube
 from extender.web import routes_volcano
 from extender.web import ui
-from extender.state.connection import display
+from extender.redis_url import display
 from extender.state.embedded_redis import open_store
 from extender.errors import StoreUnavailable
 from extender.web.known_nodes import KnownNodeObjects

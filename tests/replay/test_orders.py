@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from extender.state.connection import with_db
+from extender.redis_url import with_db
 from replay.orders import run_orders, summarise
 from replay.scenario import Scenario
 from replay.workloads import generated_workload, parse_cluster

@@ -1,4 +1,4 @@
-"""Reaching the state through Redis Sentinel (extender/state/connection.py), and what a
+"""Reaching the state through Redis Sentinel (extender/redis_url.py, extender/state/connection.py), and what a
 bind's durability step refuses (RedisStore with `replicas`): the settings that name it,
 the URL every process hands on, a real topology's failover followed without a restart,
 and the refusals (WAIT short of its replicas, a master with none in reach)."""
@@ -14,7 +14,7 @@ from chaos.sentinel import SentinelTopology
 from extender.errors import NotReplicated, StoreUnavailable
 from extender.model import JobRecord
 from extender.settings import Settings, SettingsError
-from extender.state.connection import (
+from extender.redis_url import (
     SentinelTarget,
     display,
     parse_sentinel_url,
