@@ -41,3 +41,18 @@ def replicated(client: redis.Redis, script: Any, keys: list[str], args: list[Any
     pipe.wait(replicas, wait_ms)
     reply, acknowledged = pipe.execute()
     return reply, int(acknowledged)
+
+
+ACK_LAG_S = 2  # a replica acknowledges every second; one silent longer is not waited for
+
+
+def online_replicas(client: redis.Redis) -> int:
+    """Replicas the master streams to that acknowledged within ACK_LAG_S (INFO
+    replication's slaveN, state=online): those a failover could promote. 0 from a server
+    that is not a master."""
+    info = client.info("replication")
+    if info.get("role") != "master":
+        return 0
+    return sum(1 for key, value in info.items()
+               if key.startswith("slave") and key[5:].isdigit() and isinstance(value, dict)
+               and value.get("state") == "online" and int(value.get("lag", 0)) <= ACK_LAG_S)

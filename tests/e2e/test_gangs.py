@@ -141,9 +141,13 @@ def test_a_gang_member_deleted_mid_plan_releases_the_plan(cluster, namespace, gp
         cluster.wait_bound(namespace, name)
     assert len(_placeholders(cluster, namespace, "solo")) == 1  # the third member's GPU
     cluster.delete_pod(namespace, names[1])
-    wait_for("the plan released", lambda: not _placeholders(cluster, namespace, "solo")
-             and not cluster.redis.exists(plan_key(f"{namespace}/solo")) or None)
-    assert [j.pod for j in cluster.reservations() if j.namespace == namespace] == [names[0]]
+    # The monitor releases the plan and the deleted member's reservation one after the
+    # other: wait for both.
+    wait_for("the plan and the deleted member released",
+             lambda: not _placeholders(cluster, namespace, "solo")
+             and not cluster.redis.exists(plan_key(f"{namespace}/solo"))
+             and [j.pod for j in cluster.reservations() if j.namespace == namespace]
+             == [names[0]] or None)
 
 
 VOLCANO_CRD = {

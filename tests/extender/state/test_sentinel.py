@@ -5,6 +5,7 @@ and the refusals (WAIT short of its replicas, a master with none in reach)."""
 
 from __future__ import annotations
 
+import signal
 import time
 
 import pytest
@@ -21,6 +22,7 @@ from extender.redis_url import (
     sentinel_url,
     with_db,
 )
+from extender.state.connection import ACK_LAG_S
 from extender.state.store import RedisStore
 
 SENTINELS = {"REDIS_SENTINELS": "10.0.0.1:26379, sentinel-1.redis.svc:26380",
@@ -73,7 +75,7 @@ def test_a_reservation_that_reaches_no_replica_is_undone_and_retried(redis_url, 
     """WAIT short of the replicas asked for: bind is refused as retriable, and the
     reservation it made is released, not left to hold the GPU."""
     store = RedisStore.from_url(redis_url, replicas=1, replica_wait_ms=20)
-    with pytest.raises(NotReplicated, match="fewer than 1 replicas"):
+    with pytest.raises(NotReplicated, match="fewer than the replicas online"):
         store.reserve(record("u1"), [(0, 24000, 4)], time.time(), 60)
     assert store.job("u1") is None
     assert isinstance(NotReplicated("x"), StoreUnavailable)  # the verbs' retriable error
@@ -95,6 +97,25 @@ def test_a_master_with_no_replica_in_reach_is_retried_not_refused(redis_url, red
 def topology(tmp_path_factory):
     with SentinelTopology(tmp_path_factory.mktemp("sentinel")) as started:
         yield started
+
+
+def test_a_reservation_waits_for_every_replica_that_acknowledges(topology):
+    """Sentinel may promote any live replica, so a write is acknowledged once all of them
+    hold it, not just EXTENDER_REDIS_REPLICAS: a replica frozen (SIGSTOP) is waited for,
+    and the bind refused, until it has been silent past ACK_LAG_S; then binds go on."""
+    store = RedisStore.from_url(topology.url, 0.5, replicas=1, replica_wait_ms=200)
+    store.release(store.reserve(record("both"), [(0, 24000, 4)], time.time(), 60).uid)
+    frozen = next(s for s in topology.servers if s.port != topology.master().port)
+    frozen.process.send_signal(signal.SIGSTOP)
+    try:
+        with pytest.raises(NotReplicated, match="replicas online"):
+            store.reserve(record("one-short"), [(0, 24000, 4)], time.time(), 60)
+        assert store.job("one-short") is None
+        time.sleep(ACK_LAG_S + 1.5)
+        assert store.reserve(record("rest"), [(0, 24000, 4)], time.time(), 60).new
+    finally:
+        frozen.process.send_signal(signal.SIGCONT)
+    store.release("rest")
 
 
 def test_a_bind_acknowledged_survives_the_masters_death(topology):
