@@ -4,8 +4,9 @@ through the sentinels), the master SIGKILLed again and again while binds race.
 
 Per kill: seconds without a master (SIGKILL until the sentinels name a promoted replica
 that takes writes), the binds answered meanwhile by outcome, the acknowledged
-reservations the new master lacks, releases it has back (a release is not waited for: the
-monitor's reconcile repairs it), and a write tried on the old master once restarted,
+reservations the new master lacks or holds unconfirmed (confirmed then, as the monitor does
+for a pod it sees bound), releases it has back (a release is not waited for: the monitor's
+reconcile repairs it), and a write tried on the old master once restarted,
 before the sentinels make it a replica (min-replicas-to-write must refuse it: a
 split-brain write otherwise). Before the race: what the durability step (WAIT for a
 replica) costs one reservation and its confirmation, measured on the same topology.
@@ -87,7 +88,7 @@ def race_through_failovers(world: World, args: argparse.Namespace,
                     for k in range(RACERS)]
     faulter = world.ledger.thread("failovers", lambda: kill_masters(state, args, kills))
     world.ledger.run([*state.racers, faulter])
-    checked = audit(world.store, state.bound, set())
+    checked = audit(world.store, state.bound, state.release_unanswered)
     return report(world, state, kills, checked, args)
 
 
@@ -113,16 +114,30 @@ def kill_master(race: Race) -> dict[str, Any]:
     world.ledger.add("executed", "master_kills")
     failover_s = topology.wait_for_new_master(old)
     try:
-        held = {j.uid: j.node for j in world.store.jobs()}
+        held = {j.uid: j for j in world.store.jobs()}
+        unconfirmed = confirm_as_the_monitor_does(world.store, acknowledged, held)
     finally:
         race.open("redis_down", False)
-    lost = [uid for uid, node in acknowledged.items() if held.get(uid) != node]
+    lost = [uid for uid, node in acknowledged.items()
+            if uid not in held or held[uid].node != node]
     topology.restart(old)
     split = split_brain_write(old)
     topology.wait_until_rejoined(old)
     return {"failover_s": round(failover_s, 3), "acknowledged_before": len(acknowledged),
             "held_after": len(held), "acknowledged_lost": len(lost),
-            "split_brain_write_accepted": split}
+            "acknowledged_unconfirmed": unconfirmed, "split_brain_write_accepted": split}
+
+
+def confirm_as_the_monitor_does(store: RedisStore, acknowledged: dict[str, str],
+                                held: dict[str, JobRecord]) -> int:
+    """Acknowledged reservations the new master holds still expiring (bind answers once the
+    reservation is durable; its confirmation, after the Binding, may not be), confirmed as
+    the monitor confirms a pod it sees bound; how many there were."""
+    unconfirmed = [uid for uid, node in acknowledged.items()
+                   if uid in held and held[uid].node == node and held[uid].expires_at > 0]
+    for uid in unconfirmed:
+        store.confirm_placement(uid, acknowledged[uid], time.time())
+    return len(unconfirmed)
 
 
 def split_brain_write(old: Server) -> bool:
@@ -183,6 +198,9 @@ def report(world: World, race: Race, kills: list[dict[str, Any]], checked: dict[
                                              if k in ("bind:error", "bind:retriable")),
         "acknowledged_lost_after_failover": sum(k["acknowledged_lost"] for k in kills)
         + checked["lost_reservations"],
+        "acknowledged_unconfirmed_after_failover": sum(k["acknowledged_unconfirmed"]
+                                                       for k in kills),
+        "releases_unanswered": len(race.release_unanswered),
         "split_brain_writes": sum(k["split_brain_write_accepted"] for k in kills),
         "overcommits": checked["overcommits"],
         "double_reservations": checked["double_reservations"],

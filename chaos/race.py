@@ -32,6 +32,7 @@ class Race:
         self.release_gate = threading.Lock()  # a release never spans a Redis kill
         self.bound: dict[str, str] = {}
         self.released: set[str] = set()
+        self.release_unanswered: set[str] = set()  # its release may have run: gone is right
         self.windows: set[str] = set()
         self.binds_answered = 0
         self.faults_done = threading.Event()
@@ -114,9 +115,10 @@ class Race:
                 node = self.bound.pop(uid)
             try:
                 self.world.store.release(uid)
-            except StoreUnavailable:  # still held; the audit expects it
+            except StoreUnavailable:  # still held, or released with the answer lost
                 with self.lock:
                     self.bound[uid] = node
+                    self.release_unanswered.add(uid)
                 return
             with self.lock:
                 self.released.add(uid)

@@ -57,7 +57,7 @@ def test_annotated_pods_wait_while_the_extender_is_down_and_are_placed_once_it_i
     assert {j.pod for j in cluster.reservations()} >= {p["metadata"]["name"] for p in pods}
 
 
-@pytest.mark.parametrize("components", [(), ("hami",), ("gang-scheduling",),
+@pytest.mark.parametrize("components", [(), ("hami",), ("gang-scheduling",), ("redis-ha",),
                                         ("gang-scheduling", "hami")])
 def test_every_object_of_the_kustomization_is_accepted_by_the_api_server(cluster, components):
     base = cluster.deployment.manifests
