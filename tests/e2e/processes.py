@@ -60,6 +60,7 @@ class Supervisor:
 
     log_dir: Path
     processes: dict[str, Process] = field(default_factory=dict)
+    others: list[Callable[[], None]] = field(default_factory=list)  # stops of the rest
 
     def __post_init__(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -127,6 +128,12 @@ class Supervisor:
             pass
         self.kill(name)  # what the group leader left behind (gunicorn's workers)
 
+    def on_stop(self, stop: Callable[[], None]) -> None:
+        """`stop` is called by `stop_all`, after the processes started here are stopped."""
+        self.others.append(stop)
+
     def stop_all(self) -> None:
         for name in reversed(list(self.processes)):
             self.stop(name)
+        while self.others:
+            self.others.pop()()

@@ -1,6 +1,7 @@
 """The deployment itself: the extender's verbs only for clients of its CA (mutual TLS), the
-extender's loss (annotated pods wait, then are placed), and every object of
-`kubectl kustomize k8s/` accepted by the API server."""
+extender's loss (annotated pods wait, then are placed), the Redis master's loss under
+k8s/redis-ha (pods placed across the failover), and every object of `kubectl kustomize
+k8s/` accepted by the API server."""
 
 from __future__ import annotations
 
@@ -55,6 +56,36 @@ def test_annotated_pods_wait_while_the_extender_is_down_and_are_placed_once_it_i
         cluster.wait_bound(namespace, pod["metadata"]["name"], timeout_s=60)
     measured("extender back to pods bound (s)", round(time.monotonic() - back, 2))
     assert {j.pod for j in cluster.reservations()} >= {p["metadata"]["name"] for p in pods}
+
+
+def test_pods_are_placed_across_a_redis_master_failover(cluster, namespace, gpu_pool, measured):
+    """With k8s/redis-ha: the master SIGKILLed between two rounds of pods. The first
+    round's reservations survive on the promoted replica; the second round, created while
+    no master is named, is placed once one is (the verbs' retriable errors meanwhile)."""
+    sentinels = cluster.deployment.sentinels
+    if sentinels is None:
+        pytest.skip("one Redis: the failover is the sentinel run's")
+    selector = gpu_pool({"A10": 3})
+    first = [cluster.new_pod(namespace, node_selector=selector, model="resnet18", task="train",
+                             batch=32, epochs=1) for _ in range(3)]
+    for pod in first:
+        cluster.create(pod)
+    for pod in first:
+        cluster.wait_bound(namespace, pod["metadata"]["name"])
+    old = sentinels.kill_master()
+    killed = time.monotonic()
+    second = [cluster.new_pod(namespace, node_selector=selector, model="resnet18",
+                              task="train", batch=32, epochs=1) for _ in range(3)]
+    for pod in second:
+        cluster.create(pod)
+    measured("redis master failover (s)", round(sentinels.wait_for_new_master(old), 2))
+    for pod in second:
+        cluster.wait_bound(namespace, pod["metadata"]["name"], timeout_s=60)
+    measured("master killed to pods bound (s)", round(time.monotonic() - killed, 2))
+    sentinels.restart(old)
+    sentinels.wait_until_rejoined(old)
+    held = {j.pod for j in cluster.reservations() if j.namespace == namespace}
+    assert held == {p["metadata"]["name"] for p in first + second}
 
 
 @pytest.mark.parametrize("components", [(), ("hami",), ("gang-scheduling",), ("redis-ha",),

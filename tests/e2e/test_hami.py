@@ -29,7 +29,7 @@ def hami(cluster):
     """The extender, node watcher and monitor as the k8s/hami component deploys them."""
     base = cluster.deployment.manifests
     admin = cluster.control_plane.api_client()
-    cluster.deployment.use(Manifests(base.binaries, base.workdir, ("gang-scheduling", "hami")), admin)
+    cluster.deployment.use(Manifests(base.binaries, base.workdir, (*base.components, "hami")), admin)
     yield cluster
     cluster.deployment.use(base, admin)
 

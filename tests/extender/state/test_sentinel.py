@@ -118,6 +118,32 @@ def test_a_reservation_waits_for_every_replica_that_acknowledges(topology):
     store.release("rest")
 
 
+def test_a_master_left_with_no_replica_is_not_read_from(topology):
+    """The server the sentinels name, streaming to no replica (the old master restarted
+    while they promote another looks the same): a store that needs replicas refuses to
+    read from it (retriable), one that needs none still does; once a replica is back,
+    the first reads again."""
+    master = topology.master()
+    store = RedisStore.from_url(topology.url, 0.5, replicas=1)
+    store.release(store.reserve(record("before"), [(0, 24000, 4)], time.time(), 60).uid)
+    replicas = [s for s in topology.servers if s is not master]
+    for server in replicas:
+        server.process.kill()
+        server.process.wait()
+    try:
+        topology.wait_until(lambda: not master.client().info("replication")["connected_slaves"],
+                            "the replicas gone")
+        with pytest.raises(StoreUnavailable, match="not a master with a replica"):
+            RedisStore.from_url(topology.url, 0.5, replicas=1).job("before")
+        assert RedisStore.from_url(topology.url, 0.5).job("before") is None
+    finally:
+        for server in replicas:
+            topology.restart(server, replica_of=master)
+        topology.wait_until(lambda: topology.replicas_online(master) == len(replicas),
+                            "the replicas back")
+    assert RedisStore.from_url(topology.url, 0.5, replicas=1).job("before") is None
+
+
 def test_a_bind_acknowledged_survives_the_masters_death(topology):
     """Reserve and confirm through the sentinels, SIGKILL the master: the same store, not
     restarted, reads the bound reservation from the promoted replica, after answering
