@@ -6,6 +6,18 @@ Environment variables (the manifests in k8s/ use exactly these names):
                                    unix:///path). Unset: an embedded redis-server with AOF
                                    in EXTENDER_STATE_DIR/redis, shared by every process of
                                    the replica (workers, node watcher, monitor, CLIs).
+    REDIS_SENTINELS                instead of REDIS_URL: Redis Sentinel's addresses
+                                   (host:port,host:port); every process reaches the master
+                                   they name and follows a failover (k8s/redis-ha)
+    REDIS_SENTINEL_MASTER          the master's name in the sentinels' configuration
+                                   (default mymaster); REDIS_SENTINEL_DB its database (0)
+    REDIS_PASSWORD                 with REDIS_SENTINELS: the master's and replicas'
+                                   password; REDIS_SENTINEL_PASSWORD the sentinels' own
+    EXTENDER_REDIS_REPLICAS        a bind is acknowledged once its reservation is on every
+                                   replica acknowledging within 2 s, and at least this many
+                                   (WAIT; default 1 with REDIS_SENTINELS, else 0); short of
+                                   them it is released and refused as retriable
+    EXTENDER_REDIS_REPLICA_WAIT_MS how long WAIT waits for them (default 500)
     KUBECONFIG                     cluster access outside a pod (in a pod: service account)
     EXTENDER_STATE_DIR             embedded Redis data directory (default ./var)
     EXTENDER_BIND                  api (create the Binding through the API, default) or

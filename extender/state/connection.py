@@ -8,9 +8,40 @@ from __future__ import annotations
 from typing import Any
 
 import redis
-from redis.sentinel import Sentinel, SentinelManagedConnection
+from redis.sentinel import MasterNotFoundError, Sentinel, SentinelManagedConnection
 
 from extender.redis_url import SENTINEL_SCHEME, parse_sentinel_url
+
+
+class NewestConfigSentinel(Sentinel):
+    """redis-py's Sentinel client, asking every sentinel instead of taking the first
+    answer: the master of the newest configuration (the highest config-epoch: a failover
+    raises it, and Sentinel itself lets the newest win). The first answer can come from a
+    sentinel not told of a failover yet, naming the old master come back with its old
+    data. None while the newest names the master a failover is replacing (its leader
+    says failover_in_progress), or names two."""
+
+    def discover_master(self, service_name: str) -> tuple[str, int]:
+        named: dict[int, set[tuple[str, int]]] = {}
+        replacing: set[tuple[str, int]] = set()
+        for sentinel in self.sentinels:
+            try:
+                state = sentinel.sentinel_masters().get(service_name)
+            except (redis.ConnectionError, redis.TimeoutError):
+                continue
+            if not state:
+                continue
+            address = (state["ip"], state["port"])
+            if "failover_in_progress" in state["flags"].split(","):
+                replacing.add(address)
+            elif self.check_master_state(state, service_name):
+                named.setdefault(state["config-epoch"], set()).add(address)
+        if not named:
+            raise MasterNotFoundError(f"no sentinel names a master for {service_name!r}")
+        newest = named[max(named)]
+        if len(newest) > 1 or newest & replacing:
+            raise MasterNotFoundError(f"{service_name!r}: a failover is under way")
+        return next(iter(newest))
 
 
 class MasterWithReplicaConnection(SentinelManagedConnection):
@@ -41,7 +72,7 @@ def redis_client(url: str, master_with_replica: bool = False, **options: Any) ->
     target = parse_sentinel_url(url)
     timeouts = {k: v for k, v in options.items()
                 if k in ("socket_timeout", "socket_connect_timeout")}
-    sentinel = Sentinel(list(target.addresses),
+    sentinel = NewestConfigSentinel(list(target.addresses),
                         sentinel_kwargs={**timeouts, "password": target.sentinel_password})
     if master_with_replica:
         options["connection_class"] = MasterWithReplicaConnection

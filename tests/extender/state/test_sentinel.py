@@ -10,8 +10,9 @@ import time
 
 import pytest
 import redis
+from redis.sentinel import Sentinel
 
-from chaos.sentinel import SentinelTopology
+from chaos.sentinel import MASTER_NAME, SentinelTopology
 from extender.errors import NotReplicated, StoreUnavailable
 from extender.model import JobRecord
 from extender.settings import Settings, SettingsError
@@ -22,7 +23,7 @@ from extender.redis_url import (
     sentinel_url,
     with_db,
 )
-from extender.state.connection import ACK_LAG_S
+from extender.state.connection import ACK_LAG_S, NewestConfigSentinel
 from extender.state.store import RedisStore
 
 SENTINELS = {"REDIS_SENTINELS": "10.0.0.1:26379, sentinel-1.redis.svc:26380",
@@ -164,3 +165,18 @@ def test_a_bind_acknowledged_survives_the_masters_death(topology):
     assert old.client().info("replication")["role"] == "slave"
     with pytest.raises(redis.ReadOnlyError):  # the old master takes no write any more
         old.client().set("st:probe", "1")
+
+
+def test_the_newest_configuration_wins_over_a_sentinel_that_missed_the_failover(
+        topology, tmp_path):
+    """A sentinel that missed a failover names the old master, at the older epoch: redis-py's
+    first-answer rule takes it when it answers first; we take the newest configuration
+    (the topology's master after the previous test's failover, epoch 1 or more)."""
+    newest_epoch = topology.sentinels[0].client().sentinel_master(MASTER_NAME)["config-epoch"]
+    assert int(newest_epoch) >= 1
+    with SentinelTopology(tmp_path, replicas=0, sentinels=1) as stale:  # epoch 0, same name
+        addresses = [("127.0.0.1", s.port) for s in stale.sentinels + topology.sentinels]
+        assert Sentinel(addresses).discover_master(MASTER_NAME) == (
+            "127.0.0.1", stale.servers[0].port)
+        assert NewestConfigSentinel(addresses).discover_master(MASTER_NAME) == (
+            "127.0.0.1", topology.master().port)
