@@ -1,6 +1,6 @@
-"""scripts/chaos.py end to end: a short run on real processes (two replicas on one Redis;
-the long run is `schedtune chaos --json`) executes what it was asked and holds every
-invariant."""
+"""scripts/chaos.py end to end: short runs on real processes (two replicas on one Redis,
+and on a Sentinel topology; the long runs are `schedtune chaos --json` and `schedtune
+chaos --sentinel --json`) execute what they were asked and hold every invariant."""
 
 from __future__ import annotations
 
@@ -43,3 +43,20 @@ def test_short_chaos_run_executes_what_it_was_asked_and_holds_every_invariant(ca
                  "flood_over_namespace_share", "keys_without_bound"):
         assert figures[name] == 0, name
     assert sum(n for k, n in result["registry"].items() if k.startswith("churn:")) == 16
+
+
+def test_short_sentinel_run_kills_the_master_twice_and_loses_no_acknowledged_bind(capsys) -> None:
+    """`--sentinel` with 2 master kills (the long run is `schedtune chaos --sentinel`)."""
+    code = chaos.main(["--sentinel", "--master-kills", "2", "--binds", "200",
+                       "--kill-every-s", "2", "--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert result["failures"] == [] and result["ok"] and code == 0, result["failures"]
+    figures = result["figures"]
+    assert figures["master_kills"] == len(result["kills"]) == 2
+    assert 0 < figures["failover_s"]["min"] <= figures["failover_s"]["max"] < 30
+    for name in ("acknowledged_lost_after_failover", "overcommits", "split_brain_writes",
+                 "double_reservations", "server_errors", "non_contract_answers"):
+        assert figures[name] == 0, name
+    assert all(k["acknowledged_before"] > 0 for k in result["kills"])  # kills under load
+    cost = result["durability_cost_ms"]
+    assert cost["samples"] > 0 and cost["reserve_confirm_p50_with_wait"] > 0
