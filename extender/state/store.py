@@ -358,17 +358,23 @@ class RedisStore:
         and is dropped: the call is made once more, on a new one (the script only reads,
         and writes the same record again)."""
         with self._errors_translated():
-            client = self._sync_client()  # connects: Redis may be down
             try:
-                return self._changes(keys=keys, args=args, client=client)
+                return self._changes(keys=keys, args=args, client=self._sync_client())
+            except redis.ConnectionError:  # once more, on a connection the pool makes anew
+                self._sync_redis = (0, None)
+            try:
+                return self._changes(keys=keys, args=args, client=self._sync_client())
             except redis.ConnectionError:
-                return self._changes(keys=keys, args=args, client=client)
+                self._sync_redis = (0, None)
+                raise
 
     def _sync_client(self) -> redis.Redis:
         """This process's own connection for the snapshot's script call, taken from the pool
         once (a worker forked after the store was built takes its own): a request does not
         pay the pool's check of a connection it takes out (a poll of its socket, about
-        0.07 ms under gevent). Its lock keeps one command on it at a time."""
+        0.07 ms under gevent). Its lock keeps one command on it at a time. Dropped when
+        it fails: redis-py reconnects a held connection to the address it had, so after a
+        Sentinel failover it would keep calling the dead master."""
         pid, client = self._sync_redis
         if client is None or pid != os.getpid():
             client = redis.Redis(connection_pool=self._redis.connection_pool,

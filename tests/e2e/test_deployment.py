@@ -65,27 +65,32 @@ def test_pods_are_placed_across_a_redis_master_failover(cluster, namespace, gpu_
     sentinels = cluster.deployment.sentinels
     if sentinels is None:
         pytest.skip("one Redis: the failover is the sentinel run's")
-    selector = gpu_pool({"A10": 3})
+    selector = gpu_pool({"A10": 3}, gpus_per_node=2)  # a GPU of its own for each pod
     first = [cluster.new_pod(namespace, node_selector=selector, model="resnet18", task="train",
                              batch=32, epochs=1) for _ in range(3)]
     for pod in first:
         cluster.create(pod)
-    for pod in first:
-        cluster.wait_bound(namespace, pod["metadata"]["name"])
+    names = {p["metadata"]["name"] for p in first}
+    wait_for("the first round bound and confirmed", lambda: {
+        j.pod for j in cluster.reservations()
+        if j.namespace == namespace and j.expires_at == 0} == names or None)
     old = sentinels.kill_master()
     killed = time.monotonic()
-    second = [cluster.new_pod(namespace, node_selector=selector, model="resnet18",
-                              task="train", batch=32, epochs=1) for _ in range(3)]
-    for pod in second:
-        cluster.create(pod)
-    measured("redis master failover (s)", round(sentinels.wait_for_new_master(old), 2))
-    for pod in second:
-        cluster.wait_bound(namespace, pod["metadata"]["name"], timeout_s=60)
-    measured("master killed to pods bound (s)", round(time.monotonic() - killed, 2))
-    sentinels.restart(old)
-    sentinels.wait_until_rejoined(old)
-    held = {j.pod for j in cluster.reservations() if j.namespace == namespace}
-    assert held == {p["metadata"]["name"] for p in first + second}
+    try:
+        second = [cluster.new_pod(namespace, node_selector=selector, model="resnet18",
+                                  task="train", batch=32, epochs=1) for _ in range(3)]
+        for pod in second:
+            cluster.create(pod)
+        measured("redis master failover (s)", round(sentinels.wait_for_new_master(old), 2))
+        for pod in second:
+            cluster.wait_bound(namespace, pod["metadata"]["name"], timeout_s=60)
+        measured("master killed to pods bound (s)", round(time.monotonic() - killed, 2))
+    finally:
+        sentinels.restart(old)
+        sentinels.wait_until_rejoined(old)
+    names |= {p["metadata"]["name"] for p in second}
+    wait_for("every reservation held", lambda: {
+        j.pod for j in cluster.reservations() if j.namespace == namespace} == names or None)
 
 
 @pytest.mark.parametrize("components", [(), ("hami",), ("gang-scheduling",), ("redis-ha",),

@@ -147,11 +147,13 @@ def test_a_master_left_with_no_replica_is_not_read_from(topology):
 
 def test_a_bind_acknowledged_survives_the_masters_death(topology):
     """Reserve and confirm through the sentinels, SIGKILL the master: the same store, not
-    restarted, reads the bound reservation from the promoted replica, after answering
-    the retriable error while there is no master."""
+    restarted, reads the bound reservation from the promoted replica (and its snapshot
+    connection, held across the failover, reconnects there), after answering the
+    retriable error while there is no master."""
     store = RedisStore.from_url(topology.url, 0.5, replicas=1)
     reservation = store.reserve(record("survivor"), [(0, 24000, 4)], time.time(), 60)
     assert store.confirm_bind(reservation, time.time())
+    store.snapshot({}, time.time())  # the snapshot's own connection, held between requests
     old = topology.kill_master()
     with pytest.raises(StoreUnavailable):
         store.job("survivor")
@@ -159,6 +161,7 @@ def test_a_bind_acknowledged_survives_the_masters_death(topology):
     assert failover_s < 20
     held = store.job("survivor")
     assert held is not None and held.state == "bound" and held.expires_at == 0
+    store.snapshot({}, time.time())  # a connection held across the failover is made anew
     assert topology.master().port != old.port
     topology.restart(old)
     topology.wait_until_rejoined(old)
