@@ -1,6 +1,6 @@
 """One way to reach the state's Redis from a URL (`extender.redis_url`): a single server,
 or the master that Redis Sentinel names (redis-py's `Sentinel`), followed across failovers
-without a restart; and the WAIT that makes a write durable on replicas.
+without a restart (what makes a write durable there: `durability`).
 """
 
 from __future__ import annotations
@@ -78,32 +78,3 @@ def redis_client(url: str, master_with_replica: bool = False, **options: Any) ->
         options["connection_class"] = MasterWithReplicaConnection
     return sentinel.master_for(target.master, db=target.db, password=target.password,
                                **options)
-
-
-def replicated(client: redis.Redis, script: Any, keys: list[str], args: list[Any],
-               replicas: int, wait_ms: int) -> tuple[Any, int]:
-    """`script`'s reply, and how many replicas acknowledged its writes (and so every write
-    before them: replication is one ordered stream) within `wait_ms`: WAIT on the same
-    connection, in the same round trip. Asks nothing of replicas when `replicas` is 0."""
-    if not replicas:
-        return script(keys=keys, args=args), 0
-    pipe = client.pipeline(transaction=False)
-    script(keys=keys, args=args, client=pipe)
-    pipe.wait(replicas, wait_ms)
-    reply, acknowledged = pipe.execute()
-    return reply, int(acknowledged)
-
-
-ACK_LAG_S = 2  # a replica acknowledges every second; one silent longer is not waited for
-
-
-def online_replicas(client: redis.Redis) -> int:
-    """Replicas the master streams to that acknowledged within ACK_LAG_S (INFO
-    replication's slaveN, state=online): those a failover could promote. 0 from a server
-    that is not a master."""
-    info = client.info("replication")
-    if info.get("role") != "master":
-        return 0
-    return sum(1 for key, value in info.items()
-               if key.startswith("slave") and key[5:].isdigit() and isinstance(value, dict)
-               and value.get("state") == "online" and int(value.get("lag", 0)) <= ACK_LAG_S)

@@ -107,7 +107,8 @@ from extender.model import (
     Reservation, Waiter,
 )  # fmt: skip
 from extender.state import lua
-from extender.state.connection import online_replicas, redis_client, replicated
+from extender.state.connection import redis_client
+from extender.state.durability import ReplicaWait
 from extender.core.time_bias import BIAS_PREFIX
 from extender.state.gang_store import GangStore
 from extender.state.model_store import ModelStore
@@ -230,9 +231,6 @@ class FloorRaise:
 NOT_WRITABLE = ("NOREPLICAS", "MASTERDOWN", "LOADING", "READONLY")
 
 
-ONLINE_REFRESH_S = 1.0  # how stale the count of online replicas that WAIT waits for may be
-
-
 class RedisStore:
     """Atomic, named operations on the shared state."""
 
@@ -240,9 +238,9 @@ class RedisStore:
                  ) -> None:
         self._redis = client
         # An acknowledged placement's writes reach this many replicas first (WAIT), and
-        # every other replica online too: Sentinel may promote any of them.
+        # every other one a failover could promote (`durability`).
         self.replicas, self.replica_wait_ms = replicas, replica_wait_ms
-        self._online: tuple[float, int] = (-ONLINE_REFRESH_S, 0)  # (read at, replicas)
+        self._replica_wait = ReplicaWait(client, replicas, replica_wait_ms, self._call)
         self._reserve = client.register_script(lua.RESERVE)
         self._changes = client.register_script(lua.CHANGES)
         self._confirm = client.register_script(lua.CONFIRM)
@@ -802,28 +800,9 @@ class RedisStore:
         return alphas_from_pairs(self._call(self._redis.hgetall, INTERFERENCE_KEY))
 
     def _replicated(self, script: Any, keys: list[str], args: list[Any]) -> tuple[Any, bool]:
-        """`script`'s reply, and whether its writes reached every replica online (at least
-        `replicas`) in time (`connection.replicated`; always True with none asked for).
-        Every one: Sentinel promotes the replica it last saw furthest ahead, from an INFO
-        up to 10 s old, so a write only some replicas hold can be lost in a failover."""
-        if not self.replicas:
-            return self._call(script, keys=keys, args=args), True
-        wanted = max(self.replicas, self._replicas_online())
-        with self._errors_translated():
-            reply, acknowledged = replicated(self._redis, script, keys, args, wanted,
-                                             self.replica_wait_ms)
-        if acknowledged < wanted:
-            self._online = (-ONLINE_REFRESH_S, 0)  # a replica gone, or a new master: re-read
-        return reply, acknowledged >= wanted
-
-    def _replicas_online(self) -> int:
-        """The master's online replicas, read at most once per ONLINE_REFRESH_S."""
-        read_at, count = self._online
-        now = time.monotonic()
-        if now - read_at >= ONLINE_REFRESH_S:
-            count = self._call(online_replicas, self._redis)
-            self._online = (now, count)
-        return count
+        """`script`'s reply, and whether its writes reached every replica a failover could
+        promote (`durability.ReplicaWait`; always True with no replicas asked for)."""
+        return self._replica_wait.write(script, keys, args)
 
     def _not_replicated(self, what: str) -> NotReplicated:
         return NotReplicated(f"state store: {what} reached fewer than the replicas online "

@@ -23,7 +23,9 @@ from extender.redis_url import (
     sentinel_url,
     with_db,
 )
-from extender.state.connection import ACK_LAG_S, NewestConfigSentinel
+from extender.state.connection import NewestConfigSentinel
+from extender.state import durability
+from extender.state.durability import ACK_LAG_S
 from extender.state.store import RedisStore
 
 SENTINELS = {"REDIS_SENTINELS": "10.0.0.1:26379, sentinel-1.redis.svc:26380",
@@ -116,6 +118,32 @@ def test_a_reservation_waits_for_every_replica_that_acknowledges(topology):
         assert store.reserve(record("rest"), [(0, 24000, 4)], time.time(), 60).new
     finally:
         frozen.process.send_signal(signal.SIGCONT)
+    store.release("rest")
+
+
+def test_a_replica_that_leaves_the_master_is_still_waited_for_a_while(topology, monkeypatch):
+    """A replica promoted (REPLICAOF NO ONE, as a sentinel sends it) while the master it
+    leaves lives on, as when the sentinels find a busy master down: a write the replicas
+    left behind hold, acknowledged, would be dropped when they resync from the promoted
+    one, so binds are refused until the one that left is LEFT_MEMORY_S gone."""
+    monkeypatch.setattr(durability, "LEFT_MEMORY_S", 3.0)
+    store = RedisStore.from_url(topology.url, 0.5, replicas=1, replica_wait_ms=200)
+    store.release(store.reserve(record("both"), [(0, 24000, 4)], time.time(), 60).uid)
+    master = topology.master()
+    leaving = next(s for s in topology.servers if s.port != master.port)
+    leaving.client().replicaof("NO", "ONE")
+    try:
+        topology.wait_until(lambda: topology.replicas_online(master) == 1, "a replica gone", 10)
+        for attempt in range(3):  # each refusal reads the master's replicas again
+            with pytest.raises(NotReplicated, match="replicas online"):
+                store.reserve(record("one-left"), [(0, 24000, 4)], time.time(), 60)
+            assert store.job("one-left") is None
+            time.sleep(durability.REFRESH_S / 2)
+        time.sleep(2.0)
+        assert store.reserve(record("rest"), [(0, 24000, 4)], time.time(), 60).new
+    finally:
+        leaving.client().replicaof("127.0.0.1", master.port)
+        topology.wait_until(lambda: topology.replicas_online(master) == 2, "rejoined", 30)
     store.release("rest")
 
 

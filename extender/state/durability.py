@@ -1,0 +1,95 @@
+"""What makes an acknowledged write survive the master's death: WAIT until every replica
+a failover could promote holds it.
+
+Sentinel promotes the replica it last saw furthest ahead (from an INFO up to 10 s old), so
+a write only some replicas hold can be lost. Waited for: every replica streaming with a
+lag of at most ACK_LAG_S, plus every replica that left the master's list in the last
+LEFT_MEMORY_S. A replica leaves when it dies, or when Sentinel promotes it (it drops its
+master link at once): a master a failover is replacing but still alive (declared down
+while busy) would otherwise acknowledge writes that only the replicas left behind hold,
+which the promoted one never sees and they drop when they resync from it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import redis
+
+ACK_LAG_S = 2  # a replica acknowledges every second; one silent longer is not waited for
+LEFT_MEMORY_S = 10.0  # a replica gone from the list is waited for (refusing) this long
+REFRESH_S = 1.0  # how stale the master's replication view may be
+
+
+@dataclass(frozen=True)
+class Replication:
+    """A master's INFO replication, as WAIT needs it: whose stream (`replid`: a promoted
+    replica starts a new one), how many replicas are listed, how many acknowledge."""
+
+    replid: str
+    listed: int
+    acknowledging: int
+
+
+def replication(client: redis.Redis) -> Replication:
+    """INFO replication of the server `client` reaches; no replicas from a non-master."""
+    info = client.info("replication")
+    if info.get("role") != "master":
+        return Replication(str(info.get("master_replid", "")), 0, 0)
+    listed = [value for key, value in info.items()
+              if key.startswith("slave") and key[5:].isdigit() and isinstance(value, dict)]
+    acknowledging = sum(1 for value in listed if value.get("state") == "online"
+                        and int(value.get("lag", 0)) <= ACK_LAG_S)
+    return Replication(str(info.get("master_replid", "")), len(listed), acknowledging)
+
+
+def replicated(client: redis.Redis, script: Any, keys: list[str], args: list[Any],
+               replicas: int, wait_ms: int) -> tuple[Any, int]:
+    """`script`'s reply, and how many replicas acknowledged its writes (and so every write
+    before them: replication is one ordered stream) within `wait_ms`: WAIT on the same
+    connection, in the same round trip. Asks nothing of replicas when `replicas` is 0."""
+    if not replicas:
+        return script(keys=keys, args=args), 0
+    pipe = client.pipeline(transaction=False)
+    script(keys=keys, args=args, client=pipe)
+    pipe.wait(replicas, wait_ms)
+    reply, acknowledged = pipe.execute()
+    return reply, int(acknowledged)
+
+
+class ReplicaWait:
+    """How many replicas a durable write waits for (at least `minimum`), from the master's
+    replication view read at most once per REFRESH_S through `call` (the store's error
+    translation)."""
+
+    def __init__(self, client: redis.Redis, minimum: int, wait_ms: int,
+                 call: Callable[..., Any]) -> None:
+        self._redis, self.minimum, self.wait_ms, self._call = client, minimum, wait_ms, call
+        self._read_at = -REFRESH_S
+        self._view = Replication("", 0, 0)
+        self._most_listed: tuple[str, int, float] = ("", 0, 0.0)  # (replid, listed, seen at)
+
+    def write(self, script: Any, keys: list[str], args: list[Any]) -> tuple[Any, bool]:
+        """`script`'s reply, and whether its writes reached every replica waited for in
+        time (always True when `minimum` is 0: no replicas asked for)."""
+        if not self.minimum:
+            return self._call(script, keys=keys, args=args), True
+        wanted = self.wanted()
+        reply, acknowledged = self._call(replicated, self._redis, script, keys, args, wanted,
+                                         self.wait_ms)
+        if acknowledged < wanted:
+            self._read_at = -REFRESH_S  # a replica gone, or a new master: read it again
+        return reply, acknowledged >= wanted
+
+    def wanted(self) -> int:
+        now = time.monotonic()
+        if now - self._read_at >= REFRESH_S:
+            self._view, self._read_at = self._call(replication, self._redis), now
+        view = self._view
+        replid, most, seen_at = self._most_listed
+        if view.replid != replid or view.listed >= most or now - seen_at > LEFT_MEMORY_S:
+            self._most_listed = (view.replid, view.listed, now)
+            most = view.listed
+        return max(self.minimum, view.acknowledging + most - view.listed)
