@@ -1,7 +1,8 @@
 """Training data: the authors' reference data (read in place) joined with our features.
 
 The reference data never enters the repository: it is read from a data directory
-(default ``../shared/data`` beside the checkout). Our own measurements
+(`find_data_dir`: ``--data``, ``SCHEDTUNE_DATA``, ``../shared/data`` beside the checkout,
+then the cache ``schedtune data fetch`` fills). Our own measurements
 (``profiles/measurements.csv``, written by ``schedtune profile``) and
 observed runs are added when present.
 
@@ -16,6 +17,7 @@ the card's memory by the authors: they mean "does not fit", not a measurement.
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict
 from pathlib import Path
 
@@ -29,7 +31,7 @@ from estimator.errors import DataMissing, EstimatorError
 from estimator.feature_table import MAX_BATCH, FeatureTable
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
+SHARED_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
 MEASUREMENTS_FILE = REPO_ROOT / "profiles" / "measurements.csv"
 #: Our ground truth on current GPUs (`scripts/gpu_ground_truth.sh`): evaluated against,
 #: not fitted on by default (see README, "Ground truth on an H200").
@@ -37,6 +39,27 @@ MEASURED_DIR = REPO_ROOT / "profiles" / "measured"
 #: Where `schedtune profile --collocate` upserts its rows by default.
 COLLOCATION_FILE = REPO_ROOT / "profiles" / "collocation.csv"
 PAPER_DIR = "schedtune-ccgrid22"
+DATA_ENV = "SCHEDTUNE_DATA"
+DATA_HELP = ("the reference data (default: $SCHEDTUNE_DATA, else ../shared/data beside the "
+             "checkout, else the cache `schedtune data fetch` fills)")
+
+
+def cache_data_dir() -> Path:
+    """Where `schedtune data fetch` puts the reference data by default."""
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache) / "schedtune" / "data"
+
+
+def find_data_dir(explicit: Path | None = None) -> Path:
+    """The data directory: `explicit` (``--data``), else ``SCHEDTUNE_DATA``, taken as
+    given; else the first of ``../shared/data`` beside the checkout and the cache that
+    holds the paper's files; else the cache (absent: tools say how to fill it)."""
+    if explicit is not None:
+        return Path(explicit)
+    if os.environ.get(DATA_ENV):
+        return Path(os.environ[DATA_ENV])
+    return next((d for d in (SHARED_DATA_DIR, cache_data_dir()) if (d / PAPER_DIR).is_dir()),
+                cache_data_dir())
 
 #: Targets: name -> (task, unit). Time targets come from reconstructed files.
 TARGETS = {
@@ -52,13 +75,14 @@ def paper_file(data_dir: Path, name: str) -> Path:
     path = Path(data_dir) / PAPER_DIR / name
     if not path.is_file():
         raise DataMissing(
-            f"reference data file {path} is missing; pass --data DIR pointing at the directory "
-            f"that holds {PAPER_DIR}/ (default: ../shared/data beside the checkout)"
+            f"reference data file {path} is missing: `schedtune data fetch` downloads the "
+            f"authors' files into {cache_data_dir()}, or pass --data DIR (or set "
+            f"{DATA_ENV}) naming the directory that holds {PAPER_DIR}/"
         )
     return path
 
 
-def load_target(target: str, data_dir: Path = DEFAULT_DATA_DIR,
+def load_target(target: str, data_dir: Path | None = None,
                 table: FeatureTable | None = None,
                 extra: pd.DataFrame | None = None,
                 measurements: Path | None = MEASUREMENTS_FILE) -> pd.DataFrame:
@@ -69,7 +93,7 @@ def load_target(target: str, data_dir: Path = DEFAULT_DATA_DIR,
     """
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; accepted: {', '.join(TARGETS)}")
-    raw = _read_raw(target, Path(data_dir))
+    raw = _read_raw(target, find_data_dir(data_dir))
     profiled = read_measurements(target, measurements) if measurements else None
     for more in (profiled, extra):
         if more is not None and not more.empty:

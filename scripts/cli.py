@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "queues": ("scripts.queues", "show the GPU queues and the waiting pods"),
     "models": ("scripts.models", "register users' models with every extender replica"),
     "replay": ("scripts.replay", "replay a workload through the extender against baselines"),
+    "data": ("scripts.data", "where the paper's reference data is read from; fetch it"),
     "train": ("scripts.train", "fit the estimator's artefacts (profiles/models)"),
     "evaluate": ("scripts.evaluate", "held-out accuracy of every estimator design"),
     "features": ("scripts.features", "compute model features with torch (offline)"),

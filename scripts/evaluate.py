@@ -11,8 +11,9 @@ Protocols: random (80/20 x 10 seeds), lomo (leave one model out), lofo (leave
 one family out: ResNet, DenseNet, VGG in the authors' rows), logo (leave one GPU
 type out), logo-calibrated (logo plus one profiled job on the held-out GPU). The
 pad E of each fold comes from the same scheme inside its training rows. Every
-design is also reported per family of the held-out rows. Reads the reference data from --data (default ../shared/data) and the
-cached features from profiles/features.
+design is also reported per family of the held-out rows. Reads the reference data
+from --data (`estimator.data.find_data_dir`) and the cached features from
+profiles/features.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from estimator.data import (
-    DEFAULT_DATA_DIR, MEASUREMENTS_FILE, RECONSTRUCTED, TARGETS, load_target,
+    DATA_HELP, MEASUREMENTS_FILE, RECONSTRUCTED, TARGETS, find_data_dir, load_target,
     measurements_option, read_measurements,
 )
 from estimator.errors import EstimatorError
@@ -44,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--protocol", choices=PROTOCOLS, default="lomo")
     parser.add_argument("--target", choices=tuple(TARGETS), default="train-mem")
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA_DIR)
+    parser.add_argument("--data", type=Path, help=DATA_HELP)
     parser.add_argument("--measurements", type=measurements_option, default=MEASUREMENTS_FILE,
                         metavar="CSV|none", help="profiled rows to add when the file exists "
                         "(default profiles/measurements.csv; none: the reference rows alone)")
@@ -60,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
                              "(memory targets only), instead of the designs")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    args.data = find_data_dir(args.data)
     if args.parts and not args.target.endswith("-mem"):
         parser.error(f"--parts explains memory targets only, not {args.target}")
 

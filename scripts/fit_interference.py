@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from estimator.data import DEFAULT_DATA_DIR
+from estimator.data import DATA_HELP, find_data_dir
 from estimator.errors import EstimatorError
 from estimator.llm_config import read_json
 
@@ -117,7 +117,7 @@ def _compare(path: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, help="default ../shared/data")
+    parser.add_argument("--data", type=Path, help=DATA_HELP)
     parser.add_argument("--out", type=Path, help=f"default profiles/{OUT.name}")
     parser.add_argument("--compare", type=Path, metavar="CSV",
                         help="print measured collocation against the committed alpha")
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--compare writes nothing and reads no --data: it compares the CSV "
                          f"with {OUT.name}")
         return _compare(args.compare)
-    args.data, args.out = args.data or DEFAULT_DATA_DIR, args.out or OUT
+    args.data, args.out = find_data_dir(args.data), args.out or OUT
     path = args.data / "gavel-osdi20" / "simulation_throughputs.json"
     if not path.is_file():
         print(f"error: {path} is missing; pass --data DIR holding gavel-osdi20/", file=sys.stderr)

@@ -31,7 +31,7 @@ from pathlib import Path
 # file would shadow the `replay` package: the checkout goes before it.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from estimator.data import DEFAULT_DATA_DIR  # noqa: E402
+from estimator.data import DATA_HELP, find_data_dir  # noqa: E402
 from estimator.errors import EstimatorError  # noqa: E402
 from extender.settings import Settings, SettingsError  # noqa: E402
 from replay import gangs, openb  # noqa: E402
@@ -56,7 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workload", choices=("paper", "generated", "openb", "gangs", "auto"),
                         default="auto", help="auto: paper when the reference data is present")
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA_DIR)
+    parser.add_argument("--data", type=Path, help=DATA_HELP)
     parser.add_argument("--world", choices=("auto", *WORLDS), default="auto",
                         help="auto: lomo for the paper workload, perturbed for generated or "
                         "file workloads, the trace's own for openb")
@@ -213,6 +213,7 @@ def _orders(args: argparse.Namespace, workload: str, jobs):  # type: ignore[no-u
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    args.data = find_data_dir(args.data)
     if args.combine:
         given = [f"--{dest.replace('_', '-')}" for dest, value in vars(args).items()
                  if dest not in COMBINE_OPTIONS and value != parser.get_default(dest)]

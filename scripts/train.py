@@ -31,7 +31,7 @@ from pathlib import Path
 
 from estimator import artefacts
 from estimator.data import (
-    DEFAULT_DATA_DIR, MEASUREMENTS_FILE, TARGETS, load_target, measurements_option,
+    DATA_HELP, MEASUREMENTS_FILE, TARGETS, find_data_dir, load_target, measurements_option,
 )
 from estimator.errors import EstimatorError
 from estimator.observations import (
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", choices=tuple(TARGETS), nargs="+", default=list(TARGETS))
     parser.add_argument("--design", nargs="+", default=[CHOSEN, BASELINE])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA_DIR)
+    parser.add_argument("--data", type=Path, help=DATA_HELP)
     parser.add_argument("--measurements", type=measurements_option, default=MEASUREMENTS_FILE,
                         metavar="CSV|none", help="profiled rows to add when the file exists "
                         "(default profiles/measurements.csv; none: the reference rows alone)")
@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--redis", help="Redis URL holding the observations")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    args.data = find_data_dir(args.data)
     unknown = sorted({d for t in args.target for d in args.design if d not in DESIGNS[t]})
     if unknown:
         parser.error(f"unknown designs {unknown}; known: "

@@ -11,11 +11,11 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import pytest
 import redis
 
-from estimator.data import DEFAULT_DATA_DIR, PAPER_DIR
+from estimator.data import PAPER_DIR, find_data_dir
 from extender.state.store import RedisStore
 
 FIGURE_PREFIX = "figure: "  # a user property a test recorded with a figure it measured
-DATA_DIR = Path(os.environ.get("SCHEDTUNE_DATA", DEFAULT_DATA_DIR))
+DATA_DIR = find_data_dir()
 PROFILES = Path(__file__).resolve().parent.parent / "profiles"
 
 
