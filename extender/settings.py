@@ -14,9 +14,10 @@ Environment variables (the manifests in k8s/ use exactly these names):
     REDIS_PASSWORD                 with REDIS_SENTINELS: the master's and replicas'
                                    password; REDIS_SENTINEL_PASSWORD the sentinels' own
     EXTENDER_REDIS_REPLICAS        a bind is acknowledged once its reservation is on every
-                                   replica acknowledging within 2 s, and at least this many
-                                   (WAIT; default 1 with REDIS_SENTINELS, else 0); short of
-                                   them it is released and refused as retriable
+                                   replica acknowledging within 2 s (and one that left the
+                                   master in the last 10 s), and at least this many (WAIT;
+                                   default 1 with REDIS_SENTINELS, else 0); short of them it
+                                   is released and refused as retriable
     EXTENDER_REDIS_REPLICA_WAIT_MS how long WAIT waits for them (default 500)
     KUBECONFIG                     cluster access outside a pod (in a pod: service account)
     EXTENDER_STATE_DIR             embedded Redis data directory (default ./var)

@@ -49,6 +49,7 @@ from replay.workloads import (  # noqa: E402
 
 MIN_RATE, MAX_RATE = 1e-4, 1e4  # generated arrivals per second: hours apart .. 10k at once
 COMBINE_OPTIONS = ("combine", "reference", "pool", "json", "plots")  # the rest are a replay's
+NO_DATA_HINT = "`schedtune data fetch` downloads the paper's; `schedtune data where` lists where"
 DEFAULT_POLICIES = ("default", "schedtune-paper", "gavel-like", "declared", "oracle", "ours")
 
 
@@ -164,6 +165,9 @@ def _workload(parser: argparse.ArgumentParser, args: argparse.Namespace):  # typ
     """(name, jobs, nodes, world or None) as the arguments ask; `ReplayError` on bad files."""
     has_data = has_paper_data(args.data)
     workload = args.workload if args.workload != "auto" else ("paper" if has_data else "generated")
+    if args.workload == "auto" and not has_data and not args.jobs_file:
+        print(f"no reference data under {args.data}: replaying a generated workload on "
+              f"{args.cluster or GENERATED_CLUSTER} ({NO_DATA_HINT})", file=sys.stderr)
     limits = parse_collocation(args.collocation)
     if workload == "openb":
         trace = openb.load(args.trace_dir, args.pod_file, limits)
@@ -172,7 +176,8 @@ def _workload(parser: argparse.ArgumentParser, args: argparse.Namespace):  # typ
         jobs, workload = jobs_from_file(args.jobs_file), f"file:{args.jobs_file.name}"
     elif workload == "paper":
         if not has_data:
-            parser.error(f"--workload paper needs the reference data under {args.data}")
+            parser.error(f"--workload paper needs the reference data, not under {args.data} "
+                         f"({NO_DATA_HINT})")
         jobs = paper_workload(args.data)
     else:
         jobs = generated_workload(args.jobs, args.rate, args.seed, args.train_fraction)
@@ -190,7 +195,7 @@ def _scenario(args: argparse.Namespace, workload: str) -> Scenario:
         world = "lomo" if workload == "paper" else "perturbed"
     if world in ("lomo", "lofo") and not has_paper_data(args.data):
         raise ReplayError(f"--world {world} trains held-out artefacts from the reference data, "
-                          f"not found under {args.data}")
+                          f"not found under {args.data} ({NO_DATA_HINT})")
     folds: tuple[tuple[str, str], ...] = ()
     if world in ("lomo", "lofo"):
         dirs = train_folds(world, args.data, args.fold_cache, workers=args.parallel,
