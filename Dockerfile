@@ -1,5 +1,5 @@
 # The extender + monitor image used by k8s/extender.yaml: the service's dependencies only,
-# no torch (the offline tools come with `pip install -e .[tools]`).
+# no torch, pandas or scikit-learn (the offline tools come with `pip install -e .[tools]`).
 #   docker build -t ghcr.io/schedtune/schedtune:0.2.0 .
 FROM python:3.11-slim
 WORKDIR /app

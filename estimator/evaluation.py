@@ -30,7 +30,7 @@ learning into what each simulated part explains, per family.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -225,11 +225,15 @@ def evaluate(designs: dict[str, Design], frame: pd.DataFrame, protocol: str,
 
 def evaluate_by_family(designs: dict[str, Design], frame: pd.DataFrame, protocol: str,
                        n_jobs: int = 2, gpu: str | None = None,
+                       progress: Callable[[str], None] | None = None,
                        ) -> dict[str, dict[str, dict[str, float]]]:
     """Metrics per design name, over all held-out rows (``"all"``) and per family; with
-    `gpu`, over the held-out rows on that GPU type only."""
+    `gpu`, over the held-out rows on that GPU type only. `progress` hears of each design
+    as it starts."""
     out = {}
-    for name, design in designs.items():
+    for number, (name, design) in enumerate(designs.items(), 1):
+        if progress:
+            progress(f"design {number}/{len(designs)}: {name}")
         rows = held_out(design, frame, protocol, n_jobs, gpu)
         out[name] = {"all": metrics(rows), **{
             family: metrics(part) for family, part in rows.groupby("family", sort=True)

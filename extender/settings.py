@@ -124,7 +124,8 @@ Environment variables (the manifests in k8s/ use exactly these names):
     EXTENDER_MODELS_DIR            the trained artefacts to load (default: the package's
                                    profiles/models)
     EXTENDER_LOG_LEVEL             INFO (default), DEBUG, WARNING, ...
-    EXTENDER_BIND_ADDRESS          gunicorn bind address (default 0.0.0.0:8888)
+    EXTENDER_BIND_ADDRESS          gunicorn bind address (default 127.0.0.1:8888: loopback
+                                   only; k8s/extender.yaml sets 0.0.0.0:8888)
     EXTENDER_WORKERS               gunicorn workers (default 2)
     EXTENDER_TLS_CERT_FILE, EXTENDER_TLS_KEY_FILE   serve HTTPS when both are set
     EXTENDER_TLS_CLIENT_CA_FILE    with HTTPS: require a client certificate signed by this CA
@@ -219,7 +220,7 @@ class Settings:
     gang_plan_ttl_s: float = 360.0
     gang_network_gbps: float = 25.0
     log_level: str = "INFO"
-    bind_address: str = "0.0.0.0:8888"
+    bind_address: str = "127.0.0.1:8888"
     workers: int = 2
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
@@ -299,7 +300,7 @@ class Settings:
             event_burst=_number(env, "EXTENDER_EVENT_BURST", 25, int, 1, 10000),
             node_watch=_choice(env, "EXTENDER_NODE_WATCH", "1", ("0", "1")) == "1",
             log_level=_choice(env, "EXTENDER_LOG_LEVEL", "INFO", LOG_LEVELS, str.upper),
-            bind_address=get("EXTENDER_BIND_ADDRESS", "0.0.0.0:8888"),
+            bind_address=get("EXTENDER_BIND_ADDRESS", "127.0.0.1:8888"),
             workers=_number(env, "EXTENDER_WORKERS", 2, int, 1, 64),
             tls_cert_file=get("EXTENDER_TLS_CERT_FILE") or None,
             tls_key_file=get("EXTENDER_TLS_KEY_FILE") or None,

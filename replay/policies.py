@@ -86,7 +86,7 @@ class ExtenderPolicy:
         self.store.wipe()  # each policy starts from an empty state
         config = dataclasses.replace(base or Settings(), redis_url=redis_url,
                                      bind_mode="record", node_watch=False,
-                                     log_level="WARNING", **settings)
+                                     log_level="ERROR", **settings)  # OOMs: the report's
         self.servers, self.urls = [], {}
         for key, estimator in (estimators or {"": None}).items():
             server = make_server("127.0.0.1", 0,

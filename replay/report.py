@@ -6,6 +6,8 @@ are asked for."""
 from __future__ import annotations
 
 import csv
+import textwrap
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +18,15 @@ if TYPE_CHECKING:
 SUMMARY_FIGURES = (("makespan_s", "makespan", "{:.0f}"), ("avg_jct_s", "avg JCT", "{:.0f}"),
                    ("p95_jct_s", "p95 JCT", "{:.0f}"), ("mem_util", "mem util", "{:.3f}"),
                    ("oom_count", "OOM", "{:.0f}"))
+
+
+OOM_SHOWN = 5  # OOM kills listed per policy in the text report
+COLUMNS = (  # the text table's legend
+    "Seconds of simulated time. makespan: until the last job ends; avg / p95 JCT: job "
+    "completion time, arrival to end; queue: average wait before placement; mem util: GPU "
+    "memory reserved over memory present, averaged over time; OOM: GPU out-of-memory kills "
+    "(retry: created again; failed: given up); unsched: never placed; arrival: share placed "
+    "the moment they arrived; dec/s: decisions per second; *: reads the world's truth.")
 
 
 def header(report: dict) -> list[str]:
@@ -54,16 +65,22 @@ def render(report: dict) -> str:
         for name, r in report["policies"].items():
             if name != "default" and r["avg_jct_s"]:
                 change = 100 * (r["makespan_s"] / base["makespan_s"] - 1)
-                lines.append(f"{name} vs default: makespan {change:+.1f} %, "
-                             f"avg JCT {base['avg_jct_s'] / r['avg_jct_s']:.2f}x lower, "
+                jct = 100 * (r["avg_jct_s"] / base["avg_jct_s"] - 1)
+                lines.append(f"{name} vs default: makespan {change:+.1f} %, avg JCT {jct:+.1f} %, "
                              f"memory utilisation {r['mem_util'] / base['mem_util']:.2f}x")
+    lines += ["", *textwrap.wrap(COLUMNS, 96)]
     reserves = [(n, e) for n, r in report["policies"].items() for e in r.get("oom_reserves", [])]
     if reserves:
         lines.append("")
         lines.append("OOM kills of the extender policies: reserved -> floor after (true peak)")
+        shown = Counter[str]()
         for name, e in reserves:
-            lines.append(f"  {name}: {e['job_type']} attempt {e['attempt']}: "
-                         f"{e['reserved_mib']} -> {e['floor_after_mib']} MiB ({e['true_mib']})")
+            shown[name] += 1
+            if shown[name] <= OOM_SHOWN:
+                lines.append(f"  {name}: {e['job_type']} attempt {e['attempt']}: "
+                             f"{e['reserved_mib']} -> {e['floor_after_mib']} MiB ({e['true_mib']})")
+        lines += [f"  {name}: {count - OOM_SHOWN} more (--json lists every one)"
+                  for name, count in shown.items() if count > OOM_SHOWN]
     return "\n".join(lines)
 
 

@@ -93,7 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.gpu is not None and args.gpu not in set(frame["gpu"]):
         parser.error(f"no {args.target} rows on GPU {args.gpu!r}; the data has "
                      f"{', '.join(sorted(frame['gpu'].unique()))}")
-    results = evaluate_by_family(designs, frame, args.protocol, n_jobs=args.jobs, gpu=args.gpu)
+    print(f"evaluating {len(designs)} designs on {len(frame)} {args.target} rows, "
+          f"{args.protocol} held out ({args.jobs} processes)", file=sys.stderr, flush=True)
+    results = evaluate_by_family(designs, frame, args.protocol, n_jobs=args.jobs, gpu=args.gpu,
+                                 progress=lambda line: print(f"  {line}", file=sys.stderr,
+                                                             flush=True))
     report = {
         "protocol": args.protocol,
         "target": args.target,

@@ -55,7 +55,7 @@ from estimator.registered import (
 )  # fmt: skip
 from extender.errors import StoreUnavailable
 from extender.settings import Settings, SettingsError
-from extender.state.embedded_redis import open_store
+from extender.state.embedded_redis import open_store, unreachable_hint
 from extender.state.store import RedisStore
 
 EXPORT_DIR = Path("profiles") / "registered"
@@ -98,15 +98,14 @@ def main(argv: list[str] | None = None) -> int:
     verbs.add_parser("remove", help="unregister a model").add_argument("name")
     args = parser.parse_args(argv)
     try:
-        store = open_store(Settings.from_env(os.environ))
-        return VERBS[args.verb](args, store)
+        settings = Settings.from_env(os.environ)
+        return VERBS[args.verb](args, open_store(settings))
     except (EstimatorError, SettingsError, OSError) as exc:
         print(shown(f"error: {exc}"), file=sys.stderr)
         return 2
     except StoreUnavailable as exc:
-        print(shown(f"error: Redis unavailable: {exc}. `schedtune serve` starts an embedded "
-                    "Redis in EXTENDER_STATE_DIR (the default without REDIS_URL), or set "
-                    "REDIS_URL to yours"), file=sys.stderr)
+        print(shown(f"error: {exc}"), shown(unreachable_hint(settings)), sep="\n",
+              file=sys.stderr)
         return 3
 
 

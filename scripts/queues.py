@@ -22,7 +22,7 @@ import time
 import orjson
 
 from extender.core.interference import MEASURED_ALPHA
-from extender.state.embedded_redis import open_store
+from extender.state.embedded_redis import open_store, unreachable_hint
 from extender.errors import StoreUnavailable
 from extender.settings import Settings, SettingsError
 from extender.status import cluster_status
@@ -33,7 +33,8 @@ def render(report: list[dict]) -> str:
     for node in report:
         layout = node["layout"]
         head = (f"{node['node']}: {layout['count']} x {layout['gpu_type'] or layout['product']}"
-                f" ({layout['memory_mib']} MiB)" if layout else f"{node['node']}: layout unknown")
+                f" ({layout['memory_mib']} MiB)" if layout else f"{node['node']}: layout unknown (written by the node watcher: "
+                                 "`schedtune node-watch` with cluster access)")
         if layout and layout["problem"]:
             head += f"  [{layout['problem']}]"
         lines.append(head)
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         status = cluster_status(store, settings.collocation, time.time())
     except StoreUnavailable as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {exc}\n{unreachable_hint(settings)}", file=sys.stderr)
         return 1
     if args.floors:
         floors = status["floors"]

@@ -218,13 +218,13 @@ def _orders(args: argparse.Namespace, workload: str, jobs):  # type: ignore[no-u
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    args.data = find_data_dir(args.data)
     if args.combine:
         given = [f"--{dest.replace('_', '-')}" for dest, value in vars(args).items()
                  if dest not in COMBINE_OPTIONS and value != parser.get_default(dest)]
         if given:
             parser.error(f"--combine replays nothing: leave out {', '.join(given)}")
         return _combine(args)
+    args.data = find_data_dir(args.data)
     if args.jobs is None:
         args.jobs = 240 if args.workload == "gangs" else 1000
     if args.rate is None:

