@@ -22,7 +22,7 @@ import redis
 
 from chaos.world import World
 from extender.model import Decision
-from extender.state.store import DECISIONS_KEY, DECISIONS_MAXLEN, OBSERVATIONS_MAXLEN, TOLD_QUOTA
+from extender.state.keys import DECISIONS_KEY, DECISIONS_MAXLEN, OBSERVATIONS_MAXLEN, TOLD_QUOTA
 
 FLOOD = int(DECISIONS_MAXLEN * 1.5)
 POSTER = "chaos-poster"

@@ -1,80 +1,7 @@
 """Shared scheduling state in Redis, behind `RedisStore` (`connection` reaches the server).
 
-Key layout (human readable; every key is built by the helpers below):
-
-    st:nodes                hash    node name -> JSON GPU layout from the node watcher
-                                    (product, gpu_type, count, memory_mib, share_slots, problem)
-    st:nodes:rev            string  bumped on every layout change (workers cache layouts by it)
-    st:gpu:{node}:{index}   zset    the GPU's queue: pod UIDs scored by reservation time
-    st:rev                  string  bumped by every change to a queue or a queued job
-    st:changed              zset    queue keys scored by the rev of their last change
-    st:epoch                string  id of this state, set by the first change; a new one
-                                    (Redis wiped) makes every worker re-read all queues
-    st:job:{uid}            hash    one reservation: pod, namespace, model, task, node,
-                                    gpu_index, reserved_mib, predicted_s, state
-                                    (reserved|bound|running), reserved_at, started_at,
-                                    expires_at (0 = none), queue, and for a pod on
-                                    several GPUs queues and gpus (comma-separated, the
-                                    first is queue and gpu_index), source (who reserved:
-                                    kube = a kube-scheduler bind, volcano = Volcano's
-                                    allocate; absent on adopted placements), grown_mib
-                                    (the part of reserved_mib added beside an OOM kill),
-                                    device_uuids (the GPUs a node agent was handed) and
-                                    handed_over_at (until it answered)
-    st:jobs                 zset    every reserved pod UID, scored by reservation time
-    st:demand:{uid}         string  JSON: what filter kept for bind (`FilterRecord`: the
-                                    decoded demand; the layouts the request carried for
-                                    the passing nodes, grouped as [[layout row, [node
-                                    names]], ...]; held GPUs; expires after `demand_ttl_s`)
-    st:observations         stream  finished runs (model, task, batch, units, gpu_type,
-                                    node, gpus, started_at, seconds, predicted_s,
-                                    reserved_mib, oom, outcome)
-    st:ooms                 set     earlier versions' OOM kills seen (read, never written)
-    st:oom:{event}          string  an OOM kill counted, per pod/container/restart (7 days)
-    st:waiting              hash    pod UID -> JSON waiter: pod, since, expires_at, needs
-                                    ({gpu type: [padded MiB, predicted s]}) for annotated
-                                    pods that fit nowhere (removed on bind or release)
-    st:waiting:order        zset    the waiting pods' UIDs scored by since (then UID): the
-                                    oldest are read without the whole hash
-    st:waiting:expiry       zset    the waiting pods' UIDs scored by expires_at: expired
-                                    waiters are dropped without the whole hash
-    st:waiting:short        zset    the waiting pods' UIDs scored by their shortest
-                                    predicted seconds: the shortest are read likewise
-    st:waiting:sweep        string  where the next waiter's write goes on sweeping the hash
-    st:decisions            stream  decisions told to pods' owners (Events the monitor posts)
-                                    and operators (the status page): kind, at, uid, pod,
-                                    node, message; capped at about 2,000
-    st:told:{once key}      string  a decision already told (expires after
-                                    `decision_repeat_s`: a waiting pod is told once)
-    st:told-quota:{ns}      string  repeated decisions of a namespace in the log this
-                                    minute (at most `TOLD_QUOTA`; expires)
-                                    (consumer group `event-posters`: the monitors)
-    st:floor:{job}          hash    a job's (model|task|batch) GPU OOM floors: {namespace}|
-                                    {GPU type} -> the least MiB that namespace's pods of it
-                                    reserve on the type after a kill; {GPU type} -> the same
-                                    for everyone, once two namespaces saw kills (only
-                                    raised; a filter reads only its pod's job's hash)
-    st:floor-jobs           set     the st:floor:{job} keys that hold floors
-    st:handovers            zset    pod UIDs handed to a node agent and not answered yet,
-                                    scored by when (the monitor checks the overdue ones)
-    st:floor-kills:{type}   hash    namespace -> raises,window start,last kill: the GPU OOM
-                                    kills of a job type (model|task|batch|GPU type; expires
-                                    a window after the last)
-    st:interference         hash    GPU type -> the collocation slowdown alpha the monitor
-                                    learned from observed runs, and GPU type|runs -> how
-                                    many runs it rests on (`extender.core.interference`;
-                                    replaced at each refit; a type absent: the configured
-                                    alpha)
-    st:models               hash    model name -> JSON entry of a model users registered
-                                    (`estimator.registered`: features or a transformer
-                                    configuration); st:models:rev bumped on every change,
-                                    st:models:epoch a token per registry (`model_store`)
-    st:owner-runs:{owner}   hash    runs, seconds: the finished runs of a controller's
-                                    ({namespace}/{kind}/{name}) declared-memory pods (their
-                                    mean times its next pod when that declares no time);
-                                    expires 30 days after its last run
-    st:owner-runs           hash    earlier versions' {owner}|runs and |seconds of every
-                                    owner: read, and folded into the owner's key
+The keys are `keys`'s; learning and the decision log are mixins
+(`learning_store`, `decision_log`).
 
 Reserved MiB and job counts are never stored as counters: every read and the
 reservation itself derive them from the queue members' job hashes, so nothing
@@ -90,17 +17,15 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any, NamedTuple
 
 import orjson
 import redis
 
 from extender.core import gpu_table
-from extender.core.interference import AlphaFit
 from extender.errors import Conflict, NotReplicated, StoreRefused, StoreUnavailable
 from extender.model import (
     ClusterSnapshot, Decision, FilterRecord, JobRecord, NodeGpus, NodeState, PodDemand,
@@ -108,59 +33,26 @@ from extender.model import (
 )  # fmt: skip
 from extender.state import lua
 from extender.state.connection import redis_client
+from extender.state.decision_log import DecisionLog
 from extender.state.durability import ReplicaWait
-from extender.core.time_bias import BIAS_PREFIX
 from extender.state.gang_store import GangStore
+from extender.state.keys import (
+    HANDOVERS_KEY, JOBS_KEY, NODES_KEY, NODES_REV_KEY, WAITING_KEY, demand_key, floors_key,
+    gpu_key, job_key, node_queue_prefix,
+)  # fmt: skip
+from extender.state.learning_store import LearningRecords, flat_floors
 from extender.state.model_store import ModelStore
 from extender.state.records import (
-    alphas_from_pairs, as_mapping, time_biases_from_pairs, floors_from_pairs, gpu_list, job_from_mapping, job_from_pairs,
-    layout_from_json, layout_from_row, live_waiters, queued_jobs, reading,
-)
+    alphas_from_pairs, gpu_list, job_from_mapping, job_from_pairs, layout_from_json,
+    layout_from_row, live_waiters, queued_jobs, time_biases_from_pairs,
+)  # fmt: skip
 from extender.state.queue_mirror import QueueMirror
 
 log = logging.getLogger(__name__)
 
-NODES_KEY = "st:nodes"
-NODES_REV_KEY = "st:nodes:rev"
-REV_KEY = "st:rev"
-CHANGED_KEY = "st:changed"
-EPOCH_KEY = "st:epoch"
-JOBS_KEY = "st:jobs"
-OBSERVATIONS_KEY = "st:observations"
-OOMS_KEY = "st:ooms"  # earlier versions' set of every OOM kill seen (read, never written)
-OOM_SEEN_PREFIX = "st:oom:"  # + the kill's event: counted (expires)
-OOM_SEEN_TTL_S = 7 * 86400  # a kill is re-read from its pod's status while the pod lives
-WAITING_KEY = "st:waiting"
-OBSERVATIONS_MAXLEN = 100_000
-DECISIONS_KEY = "st:decisions"
-POSTERS_GROUP = "event-posters"  # the monitors' consumer group on the decision log
-DECISIONS_MAXLEN = 2_000
-# Repeated decisions (waiting, held) one namespace may add to the log per window: a tenth
-# of it per minute, under what the Event posters drain (EXTENDER_EVENT_RATE, 5/s).
-TOLD_QUOTA, TOLD_QUOTA_WINDOW_S = DECISIONS_MAXLEN // 10, 60
-TOLD_QUOTA_PREFIX = "st:told-quota:"  # + namespace: its repeated decisions this window
-FLOOR_JOBS_KEY = "st:floor-jobs"
-HANDOVERS_KEY = "st:handovers"
-INTERFERENCE_KEY = "st:interference"  # GPU type -> learned alpha (the monitor's fit)
-OWNER_RUNS_KEY = "st:owner-runs"  # earlier versions' hash of every owner's runs
-OWNER_RUNS_PREFIX = "st:owner-runs:"  # + namespace/kind/name: that owner's runs and seconds
-OWNER_RUNS_TTL_S = 30 * 86400  # an owner with no finished run for this long is forgotten
 LayoutRule = Callable[[NodeGpus | None, NodeGpus | None], NodeGpus | None]
 KUBE_BIND = "kube"  # a reservation's source: kube-scheduler's bind verb
 VOLCANO_ALLOCATE = "volcano"  # Volcano's allocate event (only its deallocate may drop it)
-
-
-def gpu_key(node: str, index: int) -> str:
-    return f"st:gpu:{node}:{index}"
-
-
-def node_queue_prefix(node: str) -> str:
-    """What every GPU queue key of `node` starts with (node names hold no ':')."""
-    return f"st:gpu:{node}:"
-
-
-def job_key(uid: str) -> str:
-    return f"st:job:{uid}"
 
 
 class WaitersRead(NamedTuple):
@@ -179,10 +71,6 @@ EVERY_WAITER = WaitersRead()
 NO_WAITERS = WaitersRead(oldest=0)
 
 
-def demand_key(uid: str) -> str:
-    return f"st:demand:{uid}"
-
-
 def _record_payload(record: FilterRecord) -> bytes:
     """A filter record as stored (`RedisStore.filter_record` reads it back)."""
     groups: dict[tuple[Any, ...], list[str]] = {}  # most nodes share a few layouts
@@ -197,41 +85,12 @@ def _record_payload(record: FilterRecord) -> bytes:
     return orjson.dumps(stored)
 
 
-def floor_kills_key(job_type: str) -> str:
-    return f"st:floor-kills:{job_type}"
-
-
-def floors_key(model: str, task: str, batch: int) -> str:
-    """The floors hash of one job (`FLOORS`: fields per GPU type and namespace)."""
-    return f"st:floor:{model}|{task}|{batch}"
-
-
-def _flat_floors(key: str, pairs: list[str] | dict[str, str]) -> dict[str, float]:
-    """A job's floors hash as `job_type` keys (namespace floors prefixed with it)."""
-    job = key.removeprefix("st:floor:")
-    flat = {}
-    for field, mib in as_mapping(pairs).items():
-        namespace, _, gpu = field.rpartition("|")
-        flat[f"{namespace}|{job}|{gpu}" if namespace else f"{job}|{gpu}"] = mib
-    return floors_from_pairs(flat)
-
-
-@dataclass(frozen=True)
-class FloorRaise:
-    """A GPU OOM kill's effect: the floors now in force for the killed pod's namespace and
-    for everyone, and whether the kill was within its namespace's budget of raises."""
-
-    namespace_mib: float
-    everyone_mib: float
-    counted: bool
-
-
 # A master with too few replicas (min-replicas-to-write), one that lost its master link,
 # or one still loading its data: the same as down for the verbs (retried).
 NOT_WRITABLE = ("NOREPLICAS", "MASTERDOWN", "LOADING", "READONLY")
 
 
-class RedisStore:
+class RedisStore(LearningRecords, DecisionLog):
     """Atomic, named operations on the shared state."""
 
     def __init__(self, client: redis.Redis, replicas: int = 0, replica_wait_ms: int = 500
@@ -318,7 +177,7 @@ class RedisStore:
                 states = {name: mirror.node_state(name, layout, now)
                           for name, layout in layouts.items()}  # fmt: skip
         return ClusterSnapshot(now=now, nodes=states, waiting=live_waiters(waiting, now),
-                               floors=_flat_floors(floor_key, floors) if floor_key else {},
+                               floors=flat_floors(floor_key, floors) if floor_key else {},
                                alphas=alphas_from_pairs(alphas),
                                time_biases=time_biases_from_pairs(alphas))
 
@@ -380,65 +239,6 @@ class RedisStore:
             self._sync_redis = (os.getpid(), client)
         return client
 
-    def raise_floor(self, job_type: str, namespace: str, mib: float, cap_mib: float, now: float,
-                    window_s: float, max_raises: int) -> FloorRaise:
-        """After a GPU OOM kill of `job_type` in `namespace`: that namespace's pods of the
-        type reserve at least `mib` (capped at `cap_mib`) from now on, at most `max_raises`
-        times per `window_s`; everyone's floor rises only on kills from two namespaces
-        (lua.RAISE_FLOOR). A floor only rises."""
-        model, task, batch, gpu = job_type.split("|")
-        own, everyone, counted = self._call(
-            self._raise_floor, keys=[floors_key(model, task, int(batch)),
-                                     floor_kills_key(job_type), FLOOR_JOBS_KEY],
-            args=[gpu, namespace, mib, cap_mib, now, window_s, max_raises])
-        return FloorRaise(float(own), float(everyone), bool(int(counted)))
-
-    def floor_held(self, job_type: str, namespace: str, now: float) -> bool:
-        """A run of `job_type` succeeded in `namespace`: its budget of floor raises for the
-        type starts again (`raise_floor`). True when it had spent some."""
-        return bool(self._call(self._raises_reset, keys=[floor_kills_key(job_type)],
-                               args=[namespace, now]))
-
-    def grow_beside(self, killed: JobRecord, capacity_mib: float | Sequence[float],
-                    now: float) -> dict[str, float]:
-        """After an OOM kill of `killed` (still reserved): on each of its GPUs, grow the bound
-        and running jobs beside it so that they hold the GPU's capacity (`capacity_mib`: one
-        for all, or one per GPU of `killed.gpus`) less its reservation (lua.GROW_BESIDE).
-        Returns MiB added per grown job's UID."""
-        queues = [gpu_key(killed.node, index) for index in killed.gpus]
-        capacities = ([capacity_mib] * len(queues) if isinstance(capacity_mib, int | float)
-                      else list(capacity_mib))
-        pairs = self._call(self._grow_beside, keys=[job_key(killed.uid), *queues],
-                           args=[now, *capacities])
-        return {str(uid): float(mib) for uid, mib in zip(pairs[::2], pairs[1::2], strict=True)}
-
-    def record_owner_run(self, owner: str, seconds: float) -> None:
-        """Count a finished run of `owner`'s pods (namespace/kind/name) and its seconds; an
-        owner with no run for `OWNER_RUNS_TTL_S` is forgotten."""
-        self._call(self._owner_run, keys=[OWNER_RUNS_PREFIX + owner, OWNER_RUNS_KEY],
-                   args=[owner, repr(float(seconds)), OWNER_RUNS_TTL_S])
-
-    def owner_seconds(self, owner: str) -> float | None:
-        """The mean seconds of `owner`'s finished runs (None: none yet, or unreadable)."""
-        pipe = self._redis.pipeline(transaction=False)
-        pipe.hmget(OWNER_RUNS_PREFIX + owner, ["runs", "seconds"])
-        pipe.hmget(OWNER_RUNS_KEY, [f"{owner}|runs", f"{owner}|seconds"])  # earlier versions'
-        own, old = self._call(pipe.execute)
-        runs, seconds = own if own[0] is not None else old
-        count, total = reading(runs, 0.0), reading(seconds, 0.0)
-        return total / count if count >= 1 and total > 0 else None
-
-    def floors(self) -> dict[str, float]:
-        """Every GPU OOM floor, as `job_type` keys (namespace floors prefixed with it): for
-        the status page and `schedtune queues`, never on a request's path."""
-        keys = sorted(self._call(self._redis.smembers, FLOOR_JOBS_KEY))
-        pipe = self._redis.pipeline(transaction=False)
-        for key in keys:
-            pipe.hgetall(key)
-        flat: dict[str, float] = {}
-        for key, pairs in zip(keys, self._call(pipe.execute) if keys else (), strict=True):
-            flat.update(_flat_floors(key, pairs))
-        return flat
 
     def reserve(self, record: JobRecord, candidates: Iterable[tuple[int, float, int]],
                 now: float, ttl_s: float, source: str = KUBE_BIND, gpus: int = 1) -> Reservation:
@@ -566,20 +366,6 @@ class RedisStore:
             pipe.hgetall(job_key(uid))
         return [job_from_mapping(d) for d in self._call(pipe.execute) if d.get("uid")]
 
-    def record_oom(self, event: str) -> bool:
-        """Count one OOM kill (`event` names pod, container and restart); False if counted
-        (in the last `OOM_SEEN_TTL_S`, or in the set earlier versions kept)."""
-        if self._call(self._redis.sismember, OOMS_KEY, event):
-            return False
-        return bool(self._call(self._redis.set, OOM_SEEN_PREFIX + event, "1", nx=True,
-                               ex=OOM_SEEN_TTL_S))
-
-    def oom_count(self) -> int:
-        """OOM kills counted in the last `OOM_SEEN_TTL_S` (a key scan: for operators and
-        tests, never on a request's path), and those earlier versions kept."""
-        seen = self._call(lambda: sum(1 for _ in self._redis.scan_iter(OOM_SEEN_PREFIX + "*",
-                                                                         count=1000)))
-        return seen + int(self._call(self._redis.scard, OOMS_KEY))
 
     def job(self, uid: str) -> JobRecord | None:
         data = self._call(self._redis.hgetall, job_key(uid))
@@ -646,79 +432,6 @@ class RedisStore:
         self._tell_all(pipe, decisions, now, repeat_s)
         self._call(pipe.execute)
 
-    def log_decisions(self, decisions: Iterable[Decision], now: float,
-                      repeat_s: int = 600) -> None:
-        """Append decisions to the log (each with a once-key told once per `repeat_s`)."""
-        pipe = self._redis.pipeline(transaction=False)
-        if self._tell_all(pipe, decisions, now, repeat_s):
-            self._call(pipe.execute)
-
-    def tell(self, decision: Decision, now: float, repeat_s: int = 600) -> None:
-        """`log_decisions` for one decision, best effort: the pod's Event and the status
-        page may miss it, but a placement or release already made never fails for it."""
-        try:
-            self.log_decisions([decision], now, repeat_s)
-        except StoreUnavailable:
-            log.warning("could not log a decision", extra={"pod_uid": decision.uid})
-
-    def decisions(self, limit: int) -> list[dict[str, str]]:
-        """The latest `limit` decisions, newest first, each with its log ``id``."""
-        entries = self._call(self._redis.xrevrange, DECISIONS_KEY, count=limit)
-        return [{"id": entry_id, **fields} for entry_id, fields in entries]
-
-    def claim_decisions(self, consumer: str, count: int, block_ms: int | None = None,
-                        stale_ms: int = 60_000) -> list[tuple[str, dict[str, str]]]:
-        """Decisions for one Event poster (`consumer`) of the posters' consumer group, oldest
-        first: its own delivered but never acknowledged (a reply lost on the way), then
-        those another poster took and never acknowledged for `stale_ms` (it died), else
-        new ones (waiting up to `block_ms`, kept under half the socket timeout so an idle
-        wait never reads as an outage). Each decision goes to one poster, so monitor
-        replicas never post it twice; the group starts at the log's end (no backlog on a
-        first start). Acknowledge with `ack_decisions` once posted."""
-        try:
-            self._call(self._redis.xgroup_create, DECISIONS_KEY, POSTERS_GROUP, id="$",
-                       mkstream=True)
-        except StoreRefused as exc:
-            if "BUSYGROUP" not in str(exc):  # the group exists already: fine
-                raise
-        own = self._read_group(consumer, "0", count, None)
-        if own:
-            return own
-        _, stale, *_ = self._call(self._redis.xautoclaim, DECISIONS_KEY, POSTERS_GROUP,
-                                  consumer, stale_ms, "0-0", count=count)
-        if stale:
-            return [(entry_id, fields) for entry_id, fields in stale if fields]
-        if block_ms is not None:
-            block_ms = max(1, min(block_ms, int(self._timeout_s * 500)))
-        return self._read_group(consumer, ">", count, block_ms)
-
-    def _read_group(self, consumer: str, after: str, count: int,
-                    block_ms: int | None) -> list[tuple[str, dict[str, str]]]:
-        read = self._call(self._redis.xreadgroup, POSTERS_GROUP, consumer,
-                          {DECISIONS_KEY: after}, count=count, block=block_ms)
-        entries = [entry for _, batch in read or () for entry in batch]
-        if gone := [entry_id for entry_id, fields in entries if not fields]:
-            self.ack_decisions(gone)  # trimmed from the log before it was posted
-        return [(entry_id, fields) for entry_id, fields in entries if fields]
-
-    def ack_decisions(self, ids: Iterable[str]) -> None:
-        if ids := list(ids):
-            self._call(self._redis.xack, DECISIONS_KEY, POSTERS_GROUP, *ids)
-
-    def _tell_all(self, pipe: Any, decisions: Iterable[Decision], now: float,
-                  repeat_s: int) -> int:
-        told = 0
-        for d in decisions:
-            keys = [DECISIONS_KEY]
-            if d.once_key:
-                keys += [f"st:told:{d.once_key}", TOLD_QUOTA_PREFIX + d.pod.partition("/")[0]]
-            fields = ["kind", d.kind, "at", f"{now:.3f}", "uid", d.uid, "pod", d.pod,
-                      "node", d.node, "message", d.message]
-            self._tell(keys=keys, args=[max(1, int(repeat_s)), DECISIONS_MAXLEN,
-                                        TOLD_QUOTA, TOLD_QUOTA_WINDOW_S, *fields],
-                       client=pipe)
-            told += 1
-        return told
 
     def filter_record(self, uid: str) -> FilterRecord | None:
         """What filter kept for the pod (None: never filtered, or expired). An unreadable
@@ -765,39 +478,6 @@ class RedisStore:
             self._call(self._redis.delete, *keys[start:start + 1000])
         return len(keys)
 
-    def record_observation(self, observation: Mapping[str, Any]) -> None:
-        fields = {k: str(v) for k, v in observation.items()}
-        self._call(self._redis.xadd, OBSERVATIONS_KEY, fields, maxlen=OBSERVATIONS_MAXLEN)
-
-    def observations(self) -> list[dict[str, str]]:
-        return [fields for _, fields in self._call(self._redis.xrange, OBSERVATIONS_KEY)]
-
-    def recent_observations(self, count: int) -> list[dict[str, str]]:
-        """The last `count` observations, newest first."""
-        return [fields for _, fields in self._call(self._redis.xrevrange, OBSERVATIONS_KEY,
-                                                   count=count)]
-
-    def set_alphas(self, fits: Iterable[AlphaFit],
-                   biases: Mapping[str, tuple[float, int]] | None = None) -> None:
-        """Publish the monitor's collocation slowdowns per GPU type and the time estimate's
-        biases (`extender.core.time_bias`), replacing the last fit: every worker's next
-        snapshot reads them."""
-        mapping = {}
-        for fit in fits:
-            mapping[fit.gpu_type] = repr(fit.alpha)
-            mapping[f"{fit.gpu_type}|runs"] = f"{fit.runs} ({fit.shared_runs} shared)"
-        for key, (bias, runs) in (biases or {}).items():
-            mapping[f"{BIAS_PREFIX}{key}"] = repr(round(bias, 4))
-            mapping[f"{BIAS_PREFIX}{key}|runs"] = str(runs)
-        pipe = self._redis.pipeline(transaction=True)
-        pipe.delete(INTERFERENCE_KEY)
-        if mapping:
-            pipe.hset(INTERFERENCE_KEY, mapping=mapping)
-        self._call(pipe.execute)
-
-    def learned_alphas(self) -> dict[str, float]:
-        """The published collocation slowdowns, GPU type -> alpha (for operators)."""
-        return alphas_from_pairs(self._call(self._redis.hgetall, INTERFERENCE_KEY))
 
     def _replicated(self, script: Any, keys: list[str], args: list[Any]) -> tuple[Any, bool]:
         """`script`'s reply, and whether its writes reached every replica a failover could

@@ -16,7 +16,8 @@ from kubernetes.client.exceptions import ApiException
 
 from extender.model import LABEL_PRODUCT, JobRecord
 from extender.state.connection import redis_client
-from extender.state.store import NODES_KEY, RedisStore
+from extender.state.keys import NODES_KEY
+from extender.state.store import RedisStore
 from extender.wire.builders import gfd_node, pod_object
 from tests.e2e.control_plane import ControlPlane
 from tests.e2e.deployment import Deployment

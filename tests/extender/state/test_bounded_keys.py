@@ -4,7 +4,7 @@ share, and what earlier versions wrote is still read, never lost. Real Redis."""
 from __future__ import annotations
 
 from extender.model import Decision
-from extender.state.store import (
+from extender.state.keys import (
     DECISIONS_MAXLEN, OOM_SEEN_TTL_S, OWNER_RUNS_KEY, OWNER_RUNS_TTL_S, TOLD_QUOTA,
 )  # fmt: skip
 

@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 import yaml
 
-from extender.state.store import RedisStore, demand_key, gpu_key, job_key
+from extender.state.keys import demand_key, gpu_key, job_key
+from extender.state.store import RedisStore
 from tests.builders import bind_args, filter_args, make_node, make_pod
 
 ROOT = Path(__file__).resolve().parents[3]
