@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import logging
 import secrets
+import shutil
 import statistics
 import tempfile
 import time
@@ -71,6 +72,11 @@ def run_failover_chaos(args: argparse.Namespace) -> dict[str, Any]:
             if replicas is not None:
                 replicas.stop()
             topology.stop()
+        if not result.get("ok") and args.keep_failed:
+            kept = Path(args.keep_failed) / tmp.name
+            shutil.copytree(tmp, kept, symlinks=True, ignore_dangling_symlinks=True,
+                            ignore=shutil.ignore_patterns("*.sock"))
+            result["kept"] = str(kept)
     result["wall_s"] = round(time.monotonic() - started, 1)
     return result
 
@@ -127,6 +133,7 @@ def kill_master(race: Race) -> dict[str, Any]:
     topology.wait_until_rejoined(old)
     return {"failover_s": round(failover_s, 3), "acknowledged_before": len(acknowledged),
             "held_after": len(held), "acknowledged_lost": len(lost),
+            "lost_sample": sorted(lost)[:5],
             "acknowledged_unconfirmed": unconfirmed, "split_brain_write_accepted": split}
 
 

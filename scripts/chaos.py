@@ -99,6 +99,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--kill-every-s", type=float, default=3.0,
                         help="--sentinel: seconds of racing binds before each master kill")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--keep-failed", type=Path, metavar="DIR",
+                        help="--sentinel: a run that fails leaves its servers' and replicas' "
+                             "logs and data under DIR")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if not 0 <= args.fuzz <= 1_000_000 or not 10 <= args.binds <= 1_000_000:

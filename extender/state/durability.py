@@ -2,9 +2,10 @@
 a failover could promote holds it.
 
 Sentinel promotes the replica it last saw furthest ahead (from an INFO up to 10 s old), so
-a write only some replicas hold can be lost. Waited for: every replica streaming with a
-lag of at most ACK_LAG_S, plus every replica that left the master's list in the last
-LEFT_MEMORY_S. A replica leaves when it dies, or when Sentinel promotes it (it drops its
+a write only some replicas hold can be lost. Waited for: every replica the master lists,
+still syncing or streaming, but one silent for more than ACK_LAG_S (hung: the sentinels
+find it down too, and do not promote it), plus every replica that left the master's list
+in the last LEFT_MEMORY_S. A replica leaves when it dies, or when Sentinel promotes it (it drops its
 master link at once): a master a failover is replacing but still alive (declared down
 while busy) would otherwise acknowledge writes that only the replicas left behind hold,
 which the promoted one never sees and they drop when they resync from it.
@@ -26,7 +27,7 @@ REFRESH_S = 1.0  # how stale the master's replication view may be
 @dataclass(frozen=True)
 class Replication:
     """A master's INFO replication, as WAIT needs it: whose stream (`replid`: a promoted
-    replica starts a new one), how many replicas are listed, how many acknowledge."""
+    replica starts a new one), how many replicas are listed, how many WAIT waits for."""
 
     replid: str
     listed: int
@@ -35,13 +36,18 @@ class Replication:
 
 def replication(client: redis.Redis) -> Replication:
     """INFO replication of the server `client` reaches; no replicas from a non-master."""
-    info = client.info("replication")
+    return replication_of(client.info("replication"))
+
+
+def replication_of(info: dict[str, Any]) -> Replication:
+    """`replication` from INFO replication as redis-py parses it (slaveN: a dict of ip,
+    port, state, offset, lag)."""
     if info.get("role") != "master":
         return Replication(str(info.get("master_replid", "")), 0, 0)
     listed = [value for key, value in info.items()
               if key.startswith("slave") and key[5:].isdigit() and isinstance(value, dict)]
-    acknowledging = sum(1 for value in listed if value.get("state") == "online"
-                        and int(value.get("lag", 0)) <= ACK_LAG_S)
+    acknowledging = sum(1 for value in listed if value.get("state") != "online"
+                        or int(value.get("lag", 0)) <= ACK_LAG_S)
     return Replication(str(info.get("master_replid", "")), len(listed), acknowledging)
 
 

@@ -1,7 +1,9 @@
 """Shared scheduling state in Redis, behind `RedisStore` (`connection` reaches the server).
 
-The keys are `keys`'s; learning and the decision log are mixins
-(`learning_store`, `decision_log`).
+The keys are `keys`'s. The class is composed by job: node layouts (`layout_store`),
+filter records and waiters (`filter_records`), what the monitor learns
+(`learning_store`), the decision log (`decision_log`); gangs and users' models are
+sub-stores (`gang_store`, `model_store`).
 
 Reserved MiB and job counts are never stored as counters: every read and the
 reservation itself derive them from the queue members' job hashes, so nothing
@@ -28,23 +30,24 @@ import redis
 from extender.core import gpu_table
 from extender.errors import Conflict, NotReplicated, StoreRefused, StoreUnavailable
 from extender.model import (
-    ClusterSnapshot, Decision, FilterRecord, JobRecord, NodeGpus, NodeState, PodDemand,
-    Reservation, Waiter,
+    ClusterSnapshot, FilterRecord, JobRecord, NodeGpus, NodeState, PodDemand, Reservation,
 )  # fmt: skip
 from extender.state import lua
 from extender.state.connection import redis_client
 from extender.state.decision_log import DecisionLog
 from extender.state.durability import ReplicaWait
 from extender.state.gang_store import GangStore
+from extender.state.filter_records import FilterRecords, record_payload
 from extender.state.keys import (
-    HANDOVERS_KEY, JOBS_KEY, NODES_KEY, NODES_REV_KEY, WAITING_KEY, demand_key, floors_key,
-    gpu_key, job_key, node_queue_prefix,
+    HANDOVERS_KEY, JOBS_KEY, NODES_REV_KEY, demand_key, floors_key, gpu_key, job_key,
+    node_queue_prefix,
 )  # fmt: skip
+from extender.state.layout_store import NodeLayouts
 from extender.state.learning_store import LearningRecords, flat_floors
 from extender.state.model_store import ModelStore
 from extender.state.records import (
-    alphas_from_pairs, gpu_list, job_from_mapping, job_from_pairs, layout_from_json,
-    layout_from_row, live_waiters, queued_jobs, time_biases_from_pairs,
+    alphas_from_pairs, gpu_list, job_from_mapping, job_from_pairs, live_waiters, queued_jobs,
+    time_biases_from_pairs,
 )  # fmt: skip
 from extender.state.queue_mirror import QueueMirror
 
@@ -71,26 +74,12 @@ EVERY_WAITER = WaitersRead()
 NO_WAITERS = WaitersRead(oldest=0)
 
 
-def _record_payload(record: FilterRecord) -> bytes:
-    """A filter record as stored (`RedisStore.filter_record` reads it back)."""
-    groups: dict[tuple[Any, ...], list[str]] = {}  # most nodes share a few layouts
-    for name, layout in record.layouts.items():
-        groups.setdefault(layout.as_row(), []).append(name)
-    stored: dict[str, Any] = {"demand": record.demand,  # orjson writes the dataclass
-                              "groups": [[row, names] for row, names in groups.items()]}
-    if record.held:
-        stored["held"] = {n: list(indices) for n, indices in record.held.items()}
-    if record.gang:
-        stored["gang"] = record.gang
-    return orjson.dumps(stored)
-
-
 # A master with too few replicas (min-replicas-to-write), one that lost its master link,
 # or one still loading its data: the same as down for the verbs (retried).
 NOT_WRITABLE = ("NOREPLICAS", "MASTERDOWN", "LOADING", "READONLY")
 
 
-class RedisStore(LearningRecords, DecisionLog):
+class RedisStore(NodeLayouts, FilterRecords, LearningRecords, DecisionLog):
     """Atomic, named operations on the shared state."""
 
     def __init__(self, client: redis.Redis, replicas: int = 0, replica_wait_ms: int = 500
@@ -195,7 +184,7 @@ class RedisStore(LearningRecords, DecisionLog):
         keys, args = [NODES_REV_KEY], [mirror.rev, *read]
         if record is not None:
             keys.append(demand_key(record.demand.uid))
-            args += [_record_payload(record), record_ttl_s]
+            args += [record_payload(record), record_ttl_s]
         epoch, rev, nodes_rev, waiting, floors, alphas, *changed = self._read_changes(keys, args)
         if epoch != mirror.epoch or int(rev) < mirror.rev:
             mirror.reset(epoch)
@@ -238,7 +227,6 @@ class RedisStore(LearningRecords, DecisionLog):
                                  single_connection_client=True)
             self._sync_redis = (os.getpid(), client)
         return client
-
 
     def reserve(self, record: JobRecord, candidates: Iterable[tuple[int, float, int]],
                 now: float, ttl_s: float, source: str = KUBE_BIND, gpus: int = 1) -> Reservation:
@@ -366,96 +354,12 @@ class RedisStore(LearningRecords, DecisionLog):
             pipe.hgetall(job_key(uid))
         return [job_from_mapping(d) for d in self._call(pipe.execute) if d.get("uid")]
 
-
     def job(self, uid: str) -> JobRecord | None:
         data = self._call(self._redis.hgetall, job_key(uid))
         return job_from_mapping(data) if data else None
 
     def job_uids(self) -> list[str]:
         return list(self._call(self._redis.zrange, JOBS_KEY, 0, -1))
-
-    def node_names(self) -> list[str]:
-        return sorted(self._call(self._redis.hkeys, NODES_KEY))
-
-    def node_layouts(self) -> dict[str, NodeGpus]:
-        """Every layout the node watcher recorded (unreadable entries left out)."""
-        return dict(self._layouts(None))
-
-    def put_node(self, name: str, layout: NodeGpus | None) -> None:
-        """Record (or with None, forget) a node's GPU layout: the node watcher's write."""
-        pipe = self._redis.pipeline(transaction=True)
-        if layout is None:
-            pipe.hdel(NODES_KEY, name)
-        else:
-            pipe.hset(NODES_KEY, name, orjson.dumps(asdict(layout)))
-        pipe.incr(NODES_REV_KEY)
-        self._call(pipe.execute)
-
-    def _layouts(self, rev: str | None) -> dict[str, NodeGpus]:
-        """Node layouts, re-read only when `st:nodes:rev` moved since the last read."""
-        cached_rev, cached = self._layout_cache
-        if rev is not None and rev == cached_rev:
-            return cached
-        pipe = self._redis.pipeline(transaction=True)
-        pipe.get(NODES_REV_KEY)
-        pipe.hgetall(NODES_KEY)
-        new_rev, raw = self._call(pipe.execute)
-        layouts = {}
-        for name, value in raw.items():
-            layout = layout_from_json(value)
-            if layout is not None:
-                layouts[name] = layout
-        self._layout_cache = (new_rev or "0", layouts)
-        return layouts
-
-    def record_filter(self, record: FilterRecord, ttl_s: int, waiter: Waiter | None = None,
-                      now: float = 0.0, wait_ttl_s: float = 0.0,
-                      decisions: Iterable[Decision] = (), repeat_s: int = 600) -> None:
-        """Keep what filter decided for bind (expires after `ttl_s`) and, for a pod that fit
-        nowhere, record or refresh it as a waiter until `now + wait_ttl_s` (expired or
-        unreadable waiters go), and log its `decisions` (each told once per `repeat_s`):
-        one transaction, one round trip."""
-        key, payload = demand_key(record.demand.uid), _record_payload(record)
-        if waiter is None and not decisions:  # the common case: one command, no transaction
-            self._call(self._redis.set, key, payload, ex=ttl_s)
-            return
-        pipe = self._redis.pipeline(transaction=True)
-        pipe.set(key, payload, ex=ttl_s)
-        if waiter is not None:
-            expires_at = now + wait_ttl_s
-            entry = {"uid": waiter.uid, "pod": waiter.pod, "since": waiter.since,
-                     "expires_at": expires_at, "needs": waiter.needs, "gpus": waiter.gpus,
-                     "members": waiter.members}
-            self._wait(keys=[WAITING_KEY], client=pipe, args=[
-                waiter.uid, now, orjson.dumps(entry), repr(float(waiter.since)),
-                repr(float(expires_at)), repr(waiter.shortest_s)])
-        self._tell_all(pipe, decisions, now, repeat_s)
-        self._call(pipe.execute)
-
-
-    def filter_record(self, uid: str) -> FilterRecord | None:
-        """What filter kept for the pod (None: never filtered, or expired). An unreadable
-        record counts as none."""
-        raw = self._call(self._redis.get, demand_key(uid))
-        if not raw:
-            return None
-        try:
-            stored = orjson.loads(raw)
-            return FilterRecord(
-                PodDemand(**stored["demand"]),
-                {n: layout_from_row(row) for row, names in stored.get("groups", ()) for n in names},
-                {n: tuple(int(i) for i in held) for n, held in stored.get("held", {}).items()},
-                str(stored.get("gang") or ""))
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
-            return None
-
-    def forget_filter(self, uid: str) -> None:
-        """Drop the pod's filter record (written with the read, then the pod was refused)."""
-        self._call(self._redis.delete, demand_key(uid))
-
-    def waiters(self, now: float) -> tuple[Waiter, ...]:
-        """Live waiters, oldest first (for inspection; requests get them in the snapshot)."""
-        return live_waiters(self._call(self._redis.hvals, WAITING_KEY), now)
 
     def queues(self) -> dict[tuple[str, int], list[str]]:
         """Every GPU queue's members as stored, (node, gpu index) -> pod UIDs in reservation
@@ -477,7 +381,6 @@ class RedisStore(LearningRecords, DecisionLog):
         for start in range(0, len(keys), 1000):
             self._call(self._redis.delete, *keys[start:start + 1000])
         return len(keys)
-
 
     def _replicated(self, script: Any, keys: list[str], args: list[Any]) -> tuple[Any, bool]:
         """`script`'s reply, and whether its writes reached every replica a failover could

@@ -45,12 +45,14 @@ def test_short_chaos_run_executes_what_it_was_asked_and_holds_every_invariant(ca
     assert sum(n for k, n in result["registry"].items() if k.startswith("churn:")) == 16
 
 
-def test_short_sentinel_run_kills_the_master_twice_and_loses_no_acknowledged_bind(capsys) -> None:
+def test_short_sentinel_run_kills_the_master_twice_and_loses_no_acknowledged_bind(
+        capsys, tmp_path) -> None:
     """`--sentinel` with 2 master kills (the long run is `schedtune chaos --sentinel`)."""
     code = chaos.main(["--sentinel", "--master-kills", "2", "--binds", "200",
-                       "--kill-every-s", "2", "--json"])
+                       "--kill-every-s", "2", "--json", "--keep-failed", str(tmp_path)])
     result = json.loads(capsys.readouterr().out)
-    assert result["failures"] == [] and result["ok"] and code == 0, result["failures"]
+    assert result["failures"] == [] and result["ok"] and code == 0, (
+        result["failures"], result.get("kept"), [k.get("lost_sample") for k in result["kills"]])
     figures = result["figures"]
     assert figures["master_kills"] == len(result["kills"]) == 2
     assert 0 < figures["failover_s"]["min"] <= figures["failover_s"]["max"] < 30

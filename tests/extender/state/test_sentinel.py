@@ -211,3 +211,17 @@ def test_the_newest_configuration_wins_over_a_sentinel_that_missed_the_failover(
             "127.0.0.1", stale.servers[0].port)
         assert NewestConfigSentinel(addresses).discover_master(MASTER_NAME) == (
             "127.0.0.1", topology.master().port)
+
+
+def test_every_listed_replica_is_waited_for_but_one_silent_past_ack_lag() -> None:
+    """INFO replication's slaveN fields (redis.io/docs/latest/commands/info, as redis-py
+    parses them): a replica still syncing (wait_bgsave, send_bulk) can be promoted, so it
+    counts; one online but silent past ACK_LAG_S is hung, and does not."""
+    def replica(state: str, lag: int) -> dict:
+        return {"ip": "10.0.0.2", "port": 6379, "state": state, "offset": 1000, "lag": lag}
+
+    info = {"role": "master", "connected_slaves": 4, "master_replid": "abc",
+            "slave0": replica("online", 0), "slave1": replica("wait_bgsave", 0),
+            "slave2": replica("send_bulk", 0), "slave3": replica("online", ACK_LAG_S + 1)}
+    assert durability.replication_of(info) == durability.Replication("abc", 4, 3)
+    assert durability.replication_of({"role": "slave", "master_replid": "abc"}).listed == 0
