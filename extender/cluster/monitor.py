@@ -44,7 +44,6 @@ applied is logged and skipped; only an unreachable Redis stops a listing.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import sys
 import threading
@@ -53,33 +52,28 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from estimator.errors import EstimatorError
 from estimator.predict import Estimator
 from extender import logs
+from extender.cluster.adopter import Adopter
 from extender.cluster.oom_learning import OomLearning
 from extender.cluster.pods import FINISHED_PHASES, PodFacts, outcome_of, pod_facts, pod_uid
 from extender.core import decisions
-from extender.core.adoption import likeliest_gpus, trusted_reservation, waiters_that_fit
-from extender.core.annotations import AnnotationError, parse_demand
+from extender.core.adoption import waiters_that_fit
 from extender.core.time_bias import learn_time_biases
 from extender.core.interference import (
     Alphas, learn_alphas, runs_from_jobs, runs_from_observations,
 )  # fmt: skip
 from extender.errors import StoreRefused, StoreUnavailable
 from extender.metrics import (
-    ADOPTION_OVERCOMMITS, ADOPTIONS, ADOPTIONS_UNVERIFIED, MONITOR_POD_ERRORS, OOM_KILLS,
-    RAM_KILLS, RELEASES, WAITERS_REQUEUED, observe_prediction,
+    MONITOR_POD_ERRORS, OOM_KILLS, RAM_KILLS, RELEASES, WAITERS_REQUEUED, observe_prediction,
 )  # fmt: skip
-from extender.model import (
-    GPU, PREDICTED_S, REQUEUED_AT, RESERVED_MIB, SIGNATURE, JobRecord, NodeState,
-    PodDemand, PodInfo, job_type, type_of,
-)  # fmt: skip
+from extender.model import REQUEUED_AT, JobRecord, job_type
 from extender.registry import ModelRegistry
 from extender.settings import Settings
 from extender.sizing import Sizer
 from extender.wire import gpushare, hami
 from extender.state.gang_store import GANG_PLACEHOLDER
-from extender.state.store import NO_WAITERS, RedisStore
+from extender.state.store import RedisStore
 
 log = logging.getLogger(__name__)
 LEARN_FROM_RUNS = 2000  # the latest observations each refit of the collocation slowdown reads
@@ -109,6 +103,8 @@ class Monitor:
                                                           self.settings.declared_default_s)
         self.registry = None if self.sizer is None else ModelRegistry(store, self.sizer)
         self.oom = OomLearning(store, self.settings, clock)
+        self.adopter = Adopter(store, self.sizer, self.registry, self.settings, clock,
+                               self._warn)
 
     def on_event(self, kind: str, pod: Mapping[str, Any]) -> None:
         """Apply one pod's state. A pod that cannot be applied is logged and counted
@@ -183,7 +179,7 @@ class Monitor:
         elif facts.scheduler != self.settings.scheduler_name:
             return  # placed by another scheduler: never adopted
         else:
-            self._adopt(facts)
+            self.adopter.adopt(facts)
         if facts.running_since and (job is None or job.state != "running"):
             self.store.mark_running(facts.uid, facts.running_since)
 
@@ -325,44 +321,6 @@ class Monitor:
                 "pod": waiter.pod, "pod_uid": waiter.uid, "node": released.node,
                 "gpu": released.gpu_index, "released": released.uid})
 
-    def _adopt(self, facts: PodFacts) -> None:
-        demand = self._demand(facts)
-        base = None if demand is None else self._base(facts, demand)
-        now = self.clock()
-        snapshot = self.store.snapshot({facts.node: None}, now, waiters=NO_WAITERS,
-                                       floors_of=demand)
-        node = snapshot.nodes[facts.node]
-        if base is None or node.gpus is None or not node.gpu_states:
-            if base is not None:
-                log.warning("cannot account a bound pod: node layout unknown",
-                            extra={"pod_uid": facts.uid, "node": facts.node})
-            ADOPTIONS.labels("failed").inc()
-            return
-        limit = self.settings.collocation.for_node(node.gpus)
-        record, source = self._signed(facts, base, node), "signed"
-        if record is None:
-            record, source = self._estimated(demand, base, node, limit, snapshot.floors), \
-                "estimated"
-        if record is None:
-            ADOPTIONS.labels("failed").inc()
-            return
-        status, detail = self.store.adopt(record, float(node.gpus.memory_of(record.gpu_index)),
-                                          limit, now)
-        ADOPTIONS.labels(status).inc()
-        log.info("adopted bound pod", extra={"pod_uid": facts.uid, "pod": facts.name,
-                                             "node": facts.node, "status": status,
-                                             "source": source})
-        if status == "overcommit":  # honest (signed or estimated), so counted in full
-            ADOPTION_OVERCOMMITS.inc()
-            used, _, jobs = detail.partition(":")
-            log.warning("adopted pod over-commits its GPU", extra={
-                "pod_uid": facts.uid, "node": facts.node, "gpu": record.gpu_index})
-            self._warn(facts, "SchedTuneOvercommit", f"bound to {facts.node} GPU "
-                       f"{record.gpu_index}, which already held {used} of "
-                       f"{node.gpus.memory_mib} MiB in {jobs} job(s) (limit {limit}); its "
-                       f"{record.reserved_mib:.0f} MiB are counted anyway, so nothing more "
-                       "goes there until jobs leave")
-
     def _warn(self, facts: PodFacts, reason: str, message: str) -> None:
         if self.warn is None:
             return
@@ -371,69 +329,6 @@ class Monitor:
         except Exception as exc:  # noqa: BLE001  (an event is best effort)
             log.warning("could not post event %s: %s", reason, type(exc).__name__,
                         extra={"pod_uid": facts.uid})
-
-    def _demand(self, facts: PodFacts) -> PodDemand | None:
-        """The bound pod's demand (None: annotations a user must fix)."""
-        try:
-            demand = parse_demand(PodInfo(facts.uid, facts.name, facts.namespace,
-                                          facts.annotations, facts.gpus, facts.owner))
-        except AnnotationError as exc:
-            log.warning("bound pod with bad annotations", extra={"pod_uid": facts.uid,
-                                                                 "detail": str(exc)})
-            return None
-        assert demand is not None
-        return demand
-
-    def _base(self, facts: PodFacts, demand: PodDemand) -> dict[str, Any]:
-        """The record's fields every adoption shares."""
-        running = facts.running_since > 0
-        return {"uid": facts.uid, "pod": facts.name, "namespace": facts.namespace,
-                "model": demand.model, "task": demand.task, "node": facts.node,
-                "state": "running" if running else "bound",
-                "reserved_at": facts.created_at or self.clock(),
-                "started_at": facts.running_since, "batch": demand.batch, "units": demand.units}
-
-    def _signed(self, facts: PodFacts, base: dict[str, Any], node: NodeState) -> JobRecord | None:
-        """The reservation written on the pod at bind time, only if the extender signed it
-        for this pod on this node and it fits the node's layout (None: estimate it)."""
-        key = self.settings.signing_key
-        values = [facts.annotations.get(k) for k in (GPU, RESERVED_MIB, PREDICTED_S, SIGNATURE)]
-        if not key or all(v is None for v in values[:3]):
-            return None
-        reservation = trusted_reservation(key, facts.uid, facts.node, values, node)
-        if reservation is None:
-            ADOPTIONS_UNVERIFIED.inc()
-            log.warning("reservation on the pod is not one the extender signed for this node: "
-                        "estimated again", extra={"pod_uid": facts.uid, "node": facts.node})
-            return None
-        gpus, mib, seconds = reservation
-        assert node.gpus is not None
-        return JobRecord(**base, gpu_index=gpus[0], reserved_mib=mib, predicted_s=seconds,
-                         gpu_type=type_of(node.gpus), gpu_indices=gpus if len(gpus) > 1 else ())
-
-    def _estimated(self, demand: PodDemand | None, base: dict[str, Any], node: NodeState,
-                   limit: int, floors: Mapping[str, float]) -> JobRecord | None:
-        """The reservation estimated for the node's GPU type, on `likeliest_gpus`."""
-        assert node.gpus is not None and demand is not None
-        if self.sizer is None:
-            log.warning("cannot account a bound pod: no estimator", extra={"pod_uid": demand.uid})
-            return None
-        try:
-            if self.registry is not None and demand.model:
-                self.registry.covers(demand.model)  # follow models registered meanwhile
-            need = self.sizer.needs(demand, [node.gpus], floors)[type_of(node.gpus)]
-        except EstimatorError as exc:
-            log.warning("cannot estimate a bound pod", extra={"pod_uid": demand.uid,
-                                                              "detail": str(exc)})
-            return None
-        mib, seconds = need.padded_mib, need.predicted_s
-        if not (math.isfinite(mib) and mib > 0 and math.isfinite(seconds) and seconds >= 0):
-            return None
-        mib = min(round(mib, 1), float(node.gpus.memory_mib))  # it cannot hold more than all
-        gpus = tuple(g.index for g in likeliest_gpus(node, mib, limit, demand.gpus))
-        return JobRecord(**base, gpu_index=gpus[0], reserved_mib=mib,
-                         predicted_s=round(seconds, 3), gpu_type=type_of(node.gpus),
-                         gpu_indices=gpus if len(gpus) > 1 else ())
 
 
 def _check_handovers_forever(monitor: Monitor, read_pod: Callable[[str, str], Any],
