@@ -83,10 +83,14 @@ function render(state) {
   // A job on k GPUs is in each of their queues: one job (one reservation), k GPU slots.
   const jobs = new Set(gpus.flatMap((gpu) => gpu.queue.map((job) => job.uid))).size;
   document.getElementById("as-of").textContent = `data of ${utc(state.now)} UTC`;
+  // A GPU whose node layout is unknown (no node watcher yet) has no size: not "of 0 MiB".
+  const unsized = gpus.filter((gpu) => gpu.capacity_mib == null).length;
+  const of = unsized === gpus.length ? "" : ` of ${whole(sum("capacity_mib"))}`;
+  const sizes = unsized ? ` (${unsized} GPUs of unknown size: no node layout yet)` : "";
   document.getElementById("totals").textContent =
-    `${state.nodes.length} nodes · ${gpus.length} GPUs · ${whole(sum("reserved_mib"))} of ` +
-    `${whole(sum("capacity_mib"))} MiB reserved · ${jobs} jobs holding ${sum("jobs")} GPU ` +
-    `slots · ${state.waiting.length} waiting`;
+    `${state.nodes.length} nodes · ${gpus.length} GPUs · ${whole(sum("reserved_mib"))}${of} ` +
+    `MiB reserved${sizes} · ${jobs} jobs holding ${sum("jobs")} GPU slots · ` +
+    `${state.waiting.length} waiting`;
 
   const nodes = document.getElementById("nodes");
   nodes.replaceChildren(...state.nodes.map(nodeBlock));

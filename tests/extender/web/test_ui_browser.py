@@ -236,6 +236,17 @@ def test_a_job_on_several_gpus_is_one_job_holding_a_slot_on_each(
     assert " MiB reserved · 2 jobs holding 5 GPU slots · 0 waiting" in totals, totals
 
 
+def test_a_gpu_whose_node_layout_is_unknown_is_not_counted_as_zero_mib(
+        browser, serve, client, store) -> None:
+    """A local `serve` without the node watcher: the bound job's GPU has no size."""
+    node = make_node("gpu-node-5", RTX_3090, count=1, memory_mib=24576)
+    place(client, make_pod("unsized", model="resnet18", batch=8), "gpu-node-5", [node])
+    _open(browser, serve())
+    totals = browser.find_element(By.ID, "totals").text
+    assert " of 0 MiB" not in totals and "1 GPUs of unknown size: no node layout yet" in totals, \
+        totals
+
+
 def test_user_text_is_drawn_as_text_never_markup(browser, serve, client,  # noqa: ANN001
                                                  store) -> None:
     node = hostile_node(store)
