@@ -4,11 +4,11 @@ a failover could promote holds it.
 Sentinel promotes the replica it last saw furthest ahead (from an INFO up to 10 s old), so
 a write only some replicas hold can be lost. Waited for: every replica the master lists,
 still syncing or streaming, but one silent for more than ACK_LAG_S (hung: the sentinels
-find it down too, and do not promote it), plus every replica that left the master's list
-in the last LEFT_MEMORY_S. A replica leaves when it dies, or when Sentinel promotes it (it drops its
-master link at once): a master a failover is replacing but still alive (declared down
-while busy) would otherwise acknowledge writes that only the replicas left behind hold,
-which the promoted one never sees and they drop when they resync from it.
+find it down too, and do not promote it); and, for LEFT_MEMORY_S, every replica that left
+the list. A replica leaves when it dies or when Sentinel promotes it (it drops its master
+link at once): a master being replaced while still alive (declared down while busy) would
+otherwise acknowledge writes only the replicas left behind hold, which they drop when
+they resync from the promoted one.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class Replication:
 
     replid: str
     listed: int
-    acknowledging: int
+    waited_for: int
 
 
 def replication(client: redis.Redis) -> Replication:
@@ -46,9 +46,9 @@ def replication_of(info: dict[str, Any]) -> Replication:
         return Replication(str(info.get("master_replid", "")), 0, 0)
     listed = [value for key, value in info.items()
               if key.startswith("slave") and key[5:].isdigit() and isinstance(value, dict)]
-    acknowledging = sum(1 for value in listed if value.get("state") != "online"
-                        or int(value.get("lag", 0)) <= ACK_LAG_S)
-    return Replication(str(info.get("master_replid", "")), len(listed), acknowledging)
+    waited_for = sum(1 for value in listed if value.get("state") != "online"
+                     or int(value.get("lag", 0)) <= ACK_LAG_S)
+    return Replication(str(info.get("master_replid", "")), len(listed), waited_for)
 
 
 def replicated(client: redis.Redis, script: Any, keys: list[str], args: list[Any],
@@ -98,4 +98,4 @@ class ReplicaWait:
         if view.replid != replid or view.listed >= most or now - seen_at > LEFT_MEMORY_S:
             self._most_listed = (view.replid, view.listed, now)
             most = view.listed
-        return max(self.minimum, view.acknowledging + most - view.listed)
+        return max(self.minimum, view.waited_for + most - view.listed)
