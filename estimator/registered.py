@@ -5,7 +5,7 @@ No torch here: the extender reads entries on the request path. An entry is
 either an architecture's cached features (torchinfo sizes at batch 1 and the
 simulated peaks per task and batch, exactly the columns of the built-in
 models' tables) or a transformer configuration (estimated analytically,
-`estimator.llm_memory`). Everything read back is checked (`from_json`): a
+`estimator.transformer.memory`). Everything read back is checked (`from_json`): a
 hand-edited or foreign value in Redis is refused with the reason, never
 trusted into an estimate.
 """
@@ -22,7 +22,7 @@ import orjson
 
 from estimator.errors import EstimatorError
 from estimator.feature_table import MAX_BATCH, SIM_COLUMNS, SUMMARY_COLUMNS, TASKS, FeatureTable
-from estimator.llm_config import TransformerConfig
+from estimator.transformer.config import TransformerConfig
 
 KINDS = ("torchvision", "entry-point", "transformer")
 NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")  # as the annotation's

@@ -7,7 +7,7 @@ Three sources, none downloading anything (random or no weights):
   `path` when given), returning an ``nn.Module``, with its input: ``image:CxHxW``
   or ``tokens:SEQ_LEN:VOCAB``,
 * a transformer configuration (a Hugging Face ``config.json`` or ours): no torch
-  at all, it is estimated analytically per job (`estimator.llm_memory`).
+  at all, it is estimated analytically per job (`estimator.transformer.memory`).
 
 Architectures get the built-in models' features for `DEFAULT_BATCHES` (torchinfo
 at batch 1, the simulated peak per task and batch); other batches are then
@@ -120,7 +120,7 @@ def compute(spec: zoo.ModelSpec, kind: str, source: str,
 def transformer_entry(name: str, config: Mapping[str, Any], source: str,
                       family: str | None = None) -> RegisteredModel:
     """A transformer configuration, validated (`TransformerConfig.from_mapping`)."""
-    from estimator.llm_config import TransformerConfig  # noqa: PLC0415
+    from estimator.transformer.config import TransformerConfig  # noqa: PLC0415
 
     check_name(name)
     parsed = TransformerConfig.from_mapping(config)

@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from estimator.llm import TransformerConfig
+from estimator.transformer import TransformerConfig
 from estimator.registered import RegisteredModel, read_entries, with_registered
 from extender.metrics import REGISTRY_RELOADS, REGISTRY_UNUSABLE
 from extender.sizing import Sizer

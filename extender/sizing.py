@@ -9,7 +9,7 @@ adoption alike:
   (`DDP_BUCKETS`: a gradient-sized copy, and `NCCL_MIB` per GPU) and ideal
   scaling of the time (communication time is not modelled);
 * a transformer (the shipped LLM configurations, or a registered config) ->
-  the analytic estimate of `estimator.llm` for the pod's sequence length, dtype,
+  the analytic estimate of `estimator.transformer` for the pod's sequence length, dtype,
   training mode and concurrency (`llm_workload`), padded by the pad measured on
   published figures; units are training steps or requests;
 * a declared pod (``schedtune.io/gpu-memory``, no model) -> the declared MiB per
@@ -29,11 +29,11 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from estimator import llm
+from estimator import transformer
 from estimator.catalogue import CATALOGUE
 from estimator.errors import EstimatorError, InvalidJob
 from estimator.feature_table import close_names
-from estimator.llm import LlmWorkload, TransformerConfig, shipped_configs, shipped_pad
+from estimator.transformer import LlmWorkload, TransformerConfig, shipped_configs, shipped_pad
 from estimator.predict import Estimator, GpuEstimate, Job
 from extender.core import oom
 from extender.core.annotations import DEFAULT_LORA_RANK
@@ -97,9 +97,9 @@ class Sizer:
         needs = {}
         for gpu in types:
             names = list(CATALOGUE) if gpu == UNKNOWN_TYPE else [gpu]
-            mib = max(llm.padded_mib(llm.estimate_memory(config, workload, g), pad)
+            mib = max(transformer.padded_mib(transformer.estimate_memory(config, workload, g), pad)
                       for g in names)
-            times = [llm.estimate_time(config, workload, g) for g in names]
+            times = [transformer.estimate_time(config, workload, g) for g in names]
             if demand.task == "train":
                 seconds = max(t.step_s for t in times) * demand.units / demand.gpus
             else:

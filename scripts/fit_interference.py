@@ -26,7 +26,7 @@ from typing import Any
 
 from estimator.data import DATA_HELP, find_data_dir
 from estimator.errors import EstimatorError
-from estimator.llm_config import read_json
+from estimator.transformer.config import read_json
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "profiles" / "interference.json"

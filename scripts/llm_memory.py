@@ -8,7 +8,7 @@
     schedtune llm-memory --config my-config.json --task inference   # your own config.json
     schedtune llm-memory --write-pad             # re-derive profiles/llm/pad.json
 
-The logic lives in `estimator.llm_validation`; this file parses, prints and exits
+The logic lives in `estimator.transformer.validation`; this file parses, prints and exits
 (0 ok, 1 an estimator error, 2 usage).
 """
 
@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from estimator.errors import EstimatorError, InvalidJob
-from estimator.llm import LlmWorkload, TransformerConfig, shipped_config, shipped_configs, \
+from estimator.transformer import LlmWorkload, TransformerConfig, shipped_config, shipped_configs, \
     shipped_pad
-from estimator.llm_config import read_json
-from estimator.llm_validation import (MEASURED_FILE, PAD_FILE, compare_all, gpu_table,
+from estimator.transformer.config import read_json
+from estimator.transformer.validation import (MEASURED_FILE, PAD_FILE, compare_all, gpu_table,
                                       load_measurements, pad_document, report)
 
 PARTS = ("weights", "gradients", "optimizer", "master_weights", "activations", "logits",

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from estimator.errors import EstimatorError
-from estimator.llm_config import read_json
+from estimator.transformer.config import read_json
 from estimator.registered import (
     MAX_ENTRY_BYTES,
     MAX_TEXT,
@@ -252,7 +252,7 @@ def _read_limited(path: Path, limit_bytes: int = MAX_ENTRY_BYTES) -> bytes:
 def _builtin_names() -> frozenset[str]:
     """Names no registered entry may take: the built-in and shipped models'."""
     from estimator.feature_table import FeatureTable
-    from estimator.llm import shipped_configs
+    from estimator.transformer import shipped_configs
 
     return frozenset(FeatureTable.load().models) | frozenset(shipped_configs())
 

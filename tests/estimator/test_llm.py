@@ -1,4 +1,4 @@
-"""The LLM memory and time model (estimator.llm*): shapes, parameter counts, how each part
+"""The LLM memory and time model (estimator.transformer*): shapes, parameter counts, how each part
 of the estimate moves with the workload, the floor it never goes under, and bad input."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from hypothesis import strategies as st
 
 from estimator.catalogue import CATALOGUE
 from estimator.errors import InvalidJob, UnknownGPU, UnknownModel
-from estimator.llm import (LlmWorkload, TransformerConfig, estimate_memory, estimate_time,
+from estimator.transformer import (LlmWorkload, TransformerConfig, estimate_memory, estimate_time,
                            lower_bound_mib, padded_estimate_mib, seconds_per_request,
                            seconds_per_step, shipped_config, shipped_configs, shipped_pad)
-from estimator.llm_config import LLM_PROFILES_DIR, MODEL_NAME
-from estimator.llm_gpus import LLM_GPU_SPECS
-from estimator.llm_memory import (MIB, kv_cache_bytes, layer_activation_bytes, lora_parameters,
+from estimator.transformer.config import LLM_PROFILES_DIR, MODEL_NAME
+from estimator.transformer.gpus import LLM_GPU_SPECS
+from estimator.transformer.memory import (MIB, kv_cache_bytes, layer_activation_bytes, lora_parameters,
                                   weight_bytes)
 
 CONFIGS = json.loads((LLM_PROFILES_DIR / "configs.json").read_text())["models"]

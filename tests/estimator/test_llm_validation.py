@@ -11,8 +11,8 @@ import pytest
 
 from estimator.catalogue import CATALOGUE
 from estimator.errors import InvalidJob
-from estimator.llm import shipped_configs, shipped_pad
-from estimator.llm_validation import (MEASURED_FILE, MIN_PAD, PAD_FILE, compare_all,
+from estimator.transformer import shipped_configs, shipped_pad
+from estimator.transformer.validation import (MEASURED_FILE, MIN_PAD, PAD_FILE, compare_all,
                                       derive_pad, held_out_pads, load_measurements,
                                       pad_document, report)
 from scripts import llm_memory

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from estimator.llm import LlmWorkload, padded_estimate_mib, shipped_config
+from estimator.transformer import LlmWorkload, padded_estimate_mib, shipped_config
 from extender.model import (
     CHECKPOINTING, CONCURRENCY, DTYPE, LORA_RANK, RESERVED_MIB, SEQ_LEN, SIZING, TRAIN_MODE,
 )  # fmt: skip

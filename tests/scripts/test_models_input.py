@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from estimator.llm_config import shipped_configs
+from estimator.transformer.config import shipped_configs
 from scripts import models
 
 CONFIG = {"kind": "decoder", "layers": 2, "hidden": 64, "heads": 4, "kv_heads": 4,

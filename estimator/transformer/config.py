@@ -24,7 +24,7 @@ from typing import Any
 
 from estimator.errors import DataMissing, InvalidJob, UnknownModel
 
-LLM_PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles" / "llm"
+LLM_PROFILES_DIR = Path(__file__).resolve().parents[2] / "profiles" / "llm"
 CONFIGS_FILE = "configs.json"
 MODEL_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
 

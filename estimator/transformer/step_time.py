@@ -1,7 +1,7 @@
 """Analytic time of an LLM job: seconds per training step, seconds per served request.
 
 Training is compute-bound: FLOPs over the GPU's dense 16-bit tensor throughput
-(`estimator.llm_gpus`) times a model FLOPs utilisation (``mfu``, 0.4 by default, what
+(`estimator.transformer.gpus`) times a model FLOPs utilisation (``mfu``, 0.4 by default, what
 well-tuned single-GPU fine-tuning reaches; PaLM's paper reports 46 % at scale). Per token,
 a forward pass costs 2 x the matmul parameters (LM head included, embeddings not) plus
 attention, 2 x q_dim x seq_len per layer for causal decoders (4 x for encoders). A full step
@@ -22,9 +22,9 @@ from dataclasses import asdict, dataclass
 
 from estimator.catalogue import GpuType
 from estimator.errors import InvalidJob
-from estimator.llm_config import LlmWorkload, TransformerConfig
-from estimator.llm_gpus import resolve
-from estimator.llm_memory import kv_cache_bytes, output_tokens, weight_bytes
+from estimator.transformer.config import LlmWorkload, TransformerConfig
+from estimator.transformer.gpus import resolve
+from estimator.transformer.memory import kv_cache_bytes, output_tokens, weight_bytes
 
 DEFAULT_MFU = 0.4
 DEFAULT_BANDWIDTH_EFFICIENCY = 0.8

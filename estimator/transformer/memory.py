@@ -30,7 +30,7 @@ The model, for PyTorch eager execution as Hugging Face, torchtune and LitGPT run
 * **KV cache** (inference): 2 x layers x kv_heads x head_dim x seq_len x concurrent_seqs.
 * **Activations** (inference): one layer's working set for the prefill tokens (no grad),
   plus fp32 logits, softmax and log-probs for the last position of each sequence.
-* **Workspace, CUDA context**: per GPU type, `estimator.llm_gpus`; with quantised weights
+* **Workspace, CUDA context**: per GPU type, `estimator.transformer.gpus`; with quantised weights
   the workspace also holds the largest linear dequantised to bf16 (bitsandbytes and
   torchao matmuls dequantise one weight at a time).
 
@@ -50,8 +50,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from estimator.catalogue import GpuType
-from estimator.llm_config import DTYPE_BYTES, QUANTISED, LlmWorkload, TransformerConfig
-from estimator.llm_gpus import resolve
+from estimator.transformer.config import DTYPE_BYTES, QUANTISED, LlmWorkload, TransformerConfig
+from estimator.transformer.gpus import resolve
 
 MIB = 2**20
 SERVING_PREFILL_TOKENS = 8192

@@ -24,12 +24,12 @@ from typing import Any
 
 from estimator.catalogue import CATALOGUE, get_gpu
 from estimator.errors import DataMissing, EstimatorError, InvalidJob
-from estimator.llm_config import LLM_PROFILES_DIR, LlmWorkload, TransformerConfig
-from estimator.llm_memory import (MIB, MemoryBreakdown, estimate_memory, kv_cache_bytes,
+from estimator.transformer.config import LLM_PROFILES_DIR, LlmWorkload, TransformerConfig
+from estimator.transformer.memory import (MIB, MemoryBreakdown, estimate_memory, kv_cache_bytes,
                                   lower_bound_mib, padded_mib)
-from estimator.llm_time import estimate_time
+from estimator.transformer.step_time import estimate_time
 
-MEASURED_FILE = Path(__file__).resolve().parent.parent / "tests" / "data" / "llm" / "measured.json"
+MEASURED_FILE = Path(__file__).resolve().parents[2] / "tests" / "data" / "llm" / "measured.json"
 PAD_FILE = LLM_PROFILES_DIR / "pad.json"
 #: Floor on the pad: the caching allocator rounds blocks (2 MiB segments, 512-byte rounding)
 #: and fragments; an analytic estimate that happens to match a few figures still needs room.

@@ -1,6 +1,6 @@
 """LLM jobs (issue #16): the public face of the analytic memory and time model.
 
-    from estimator.llm import LlmWorkload, estimate_memory, padded_estimate_mib, shipped_config
+    from estimator.transformer import LlmWorkload, estimate_memory, padded_estimate_mib, shipped_config
     config = shipped_config("llama-3.1-8b")
     job = LlmWorkload(task="train", mode="lora", lora_rank=16, seq_len=2048, batch=2,
                       gradient_checkpointing=True)
@@ -8,9 +8,9 @@
     padded_estimate_mib(config, job, "A10")            # x (1 + the shipped pad)
     seconds_per_step(config, job, "A10")
 
-Shapes and jobs: `estimator.llm_config`; memory: `estimator.llm_memory`; time:
-`estimator.llm_time`; GPU figures: `estimator.llm_gpus`; validation against published
-measurements and the pad: `estimator.llm_validation` (offline). No torch anywhere: this is
+Shapes and jobs: `estimator.transformer.config`; memory: `estimator.transformer.memory`; time:
+`estimator.transformer.step_time`; GPU figures: `estimator.transformer.gpus`; validation against published
+measurements and the pad: `estimator.transformer.validation` (offline). No torch anywhere: this is
 safe on the request path. The pad is read from ``profiles/llm/pad.json`` (written by
 ``schedtune llm-memory --write-pad``; a test checks it matches the measurements).
 """
@@ -23,11 +23,11 @@ from pathlib import Path
 
 from estimator.catalogue import GpuType
 from estimator.errors import ArtefactError
-from estimator.llm_config import (DTYPE_BYTES, LLM_PROFILES_DIR, LlmWorkload, TransformerConfig,
+from estimator.transformer.config import (DTYPE_BYTES, LLM_PROFILES_DIR, LlmWorkload, TransformerConfig,
                                   shipped_config, shipped_configs)
-from estimator.llm_memory import (MemoryBreakdown, estimate_memory, lower_bound_mib,
+from estimator.transformer.memory import (MemoryBreakdown, estimate_memory, lower_bound_mib,
                                   padded_mib)
-from estimator.llm_time import (TimeEstimate, estimate_time, seconds_per_request,
+from estimator.transformer.step_time import (TimeEstimate, estimate_time, seconds_per_request,
                                 seconds_per_step)
 
 PAD_FILE = "pad.json"
