@@ -31,7 +31,7 @@ from chaos.answers import passing
 from chaos.cluster import NODE_NAMES, node_objects, pod
 from chaos.world import World
 from estimator.feature_table import FeatureTable
-from estimator.registered import MAX_ENTRY_BYTES, RegisteredModel
+from estimator.user_models.entry import MAX_ENTRY_BYTES, RegisteredModel
 from extender.state.model_store import MODELS_EPOCH_KEY, MODELS_KEY, MODELS_REV_KEY
 from extender.wire.kube import encode_binding_args, encode_extender_args
 from extender.wire.volcano import encode_event_request, encode_predicate_request

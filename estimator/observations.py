@@ -20,7 +20,7 @@ import pandas as pd
 from sklearn.model_selection import KFold
 
 from estimator.catalogue import CATALOGUE
-from estimator.data import TARGETS
+from estimator.reference.tables import TARGETS
 from estimator.evaluation import matrix
 from estimator.feature_table import FeatureTable
 from estimator.padding import CENSOR_MARGIN, fit_censored, held_out_pad

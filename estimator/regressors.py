@@ -15,7 +15,7 @@
   all five for the other predictors).
 * torchinfo's "Estimated Total Size" (no fitting), the paper's Table IV baseline.
 
-Every design maps a DataFrame (`estimator.data`) to a matrix through its
+Every design maps a DataFrame (`estimator.reference.tables`) to a matrix through its
 `columns`; the regressors only see numbers.
 """
 

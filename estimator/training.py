@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from estimator import artefacts
-from estimator.data import RECONSTRUCTED, TARGETS
+from estimator.reference.tables import RECONSTRUCTED, TARGETS
 from estimator.evaluation import evaluate, families, matrix
 from estimator.padding import (
     fit_censored, held_out_predictions, lower_bounds, pad_fraction, unseen_family_pads,

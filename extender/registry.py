@@ -4,7 +4,7 @@ Entries live in Redis (`RedisStore.models`: `extender.state.model_store`). A rep
 checks the registry's revision at most once per `check_every_s` on requests, and at once
 when a pod names a model it does not know, so a model registered a moment ago is
 estimated by every replica on its next request, without a restart. An entry
-that does not read back (`estimator.registered.read_entries`) is skipped, logged once
+that does not read back (`estimator.user_models.entry.read_entries`) is skipped, logged once
 and reported by `/readyz`, never trusted; a reload reads only the entries that changed
 and predicts only their models.
 """
@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 
 from estimator.transformer import TransformerConfig
-from estimator.registered import RegisteredModel, read_entries, with_registered
+from estimator.user_models.entry import RegisteredModel, read_entries, with_registered
 from extender.metrics import REGISTRY_RELOADS, REGISTRY_UNUSABLE
 from extender.sizing import Sizer
 from extender.state.model_store import NONE_REGISTERED

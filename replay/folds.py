@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from estimator import artefacts
-from estimator.data import TARGETS, load_target
+from estimator.reference.tables import TARGETS, load_target
 from estimator.predict import Estimator
 from estimator.training import artefact_name, fit
 from estimator.zoo import REGISTRY
@@ -51,8 +51,8 @@ def digest(frames: Mapping[str, pd.DataFrame]) -> str:
     for target in sorted(frames):
         sha.update(target.encode())
         sha.update(frames[target].to_csv(index=False).encode())
-    for path in sorted(ESTIMATOR_SOURCE.glob("*.py")):
-        sha.update(path.name.encode())
+    for path in sorted(ESTIMATOR_SOURCE.rglob("*.py")):  # its subpackages too
+        sha.update(path.relative_to(ESTIMATOR_SOURCE).as_posix().encode())
         sha.update(path.read_bytes())
     return sha.hexdigest()[:16]
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from estimator.catalogue import CATALOGUE, gpu_for_product
-from estimator.data import PAPER_DIR
+from estimator.reference.tables import PAPER_DIR
 from estimator.feature_table import FeatureTable
 from extender.errors import BadRequest
 from extender.wire.node_labels import MAX_GPU_MEMORY_MIB, MAX_GPUS_PER_NODE, MAX_REPLICAS

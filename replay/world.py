@@ -27,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from estimator.catalogue import CATALOGUE, PAPER_GPUS_BY_CUDA_CORES, PAPER_GPUS_BY_LABEL
-from estimator.data import PAPER_DIR
+from estimator.reference.tables import PAPER_DIR
 from estimator.predict import Estimator, Job
 from replay.interference import Interference, Uniform, committed_alpha
 

@@ -5,8 +5,8 @@
     schedtune data fetch --into DIR --source URL
 
 Tools read the data from --data, else $SCHEDTUNE_DATA, else ../shared/data beside the
-checkout, else the cache (`estimator.data.find_data_dir`). `fetch` downloads the authors'
-MIT-licensed files (`estimator.data_fetch`), keeps each only when its SHA-256 is the one
+checkout, else the cache (`estimator.reference.tables.find_data_dir`). `fetch` downloads the authors'
+MIT-licensed files (`estimator.reference.fetch`), keeps each only when its SHA-256 is the one
 committed, and rebuilds the reconstructed tables from the authors' forests.
 """
 
@@ -17,10 +17,10 @@ import os
 import sys
 from pathlib import Path
 
-from estimator.data import (
+from estimator.reference.tables import (
     DATA_ENV, PAPER_DIR, SHARED_DATA_DIR, cache_data_dir, find_data_dir,
 )  # fmt: skip
-from estimator.data_fetch import ARTEFACT, fetch
+from estimator.reference.fetch import ARTEFACT, fetch
 from estimator.errors import EstimatorError
 
 

@@ -12,7 +12,7 @@ one family out: ResNet, DenseNet, VGG in the authors' rows), logo (leave one GPU
 type out), logo-calibrated (logo plus one profiled job on the held-out GPU). The
 pad E of each fold comes from the same scheme inside its training rows. Every
 design is also reported per family of the held-out rows. Reads the reference data
-from --data (`estimator.data.find_data_dir`) and the cached features from
+from --data (`estimator.reference.tables.find_data_dir`) and the cached features from
 profiles/features.
 """
 
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from estimator.data import (
+from estimator.reference.tables import (
     DATA_HELP, MEASUREMENTS_FILE, RECONSTRUCTED, TARGETS, find_data_dir, load_target,
     measurements_option, read_measurements,
 )

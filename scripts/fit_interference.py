@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from estimator.data import DATA_HELP, find_data_dir
+from estimator.reference.tables import DATA_HELP, find_data_dir
 from estimator.errors import EstimatorError
 from estimator.transformer.config import read_json
 

@@ -46,7 +46,7 @@ from typing import Any
 
 from estimator.errors import EstimatorError
 from estimator.transformer.config import read_json
-from estimator.registered import (
+from estimator.user_models.entry import (
     MAX_ENTRY_BYTES,
     MAX_TEXT,
     RegisteredModel,
@@ -129,7 +129,7 @@ def _timeout_s(text: str) -> float:
 
 
 def _add(args: argparse.Namespace, store: RedisStore) -> int:
-    from estimator import registering  # torch, offline
+    from estimator.user_models import build  # torch, offline
 
     store.models.revision()  # Redis reachable before a build of minutes
     if args.family is not None and not 0 < len(args.family) <= MAX_TEXT:
@@ -139,11 +139,11 @@ def _add(args: argparse.Namespace, store: RedisStore) -> int:
     if args.transformer_config is not None:
         _read_limited(args.transformer_config)  # read_json reads all there is: bound it first
         config = read_json(args.transformer_config)
-        entry = registering.transformer_entry(args.name, config, str(args.transformer_config),
+        entry = build.transformer_entry(args.name, config, str(args.transformer_config),
                                               args.family)
     elif args.torchvision:
-        spec = registering.torchvision_spec(args.name, args.torchvision, args.family)
-        entry = registering.compute(spec, "torchvision", args.torchvision)
+        spec = build.torchvision_spec(args.name, args.torchvision, args.family)
+        entry = build.compute(spec, "torchvision", args.torchvision)
     else:
         entry = _build_entry_point(args)
     _check(entry)
@@ -194,21 +194,21 @@ def _build_entry_point(args: argparse.Namespace) -> RegisteredModel:
 
 
 def _build_in_child(request: dict[str, Any]) -> None:
-    """The child's side of `_build_entry_point`: `registering.entry_point_spec` and `compute`,
+    """The child's side of `_build_entry_point`: `build.entry_point_spec` and `compute`,
     then one JSON reply, {"entry": ...} or {"error": one line}, on the stdout it was given.
     The user's code prints to stderr instead, and cannot keep the process alive after."""
     reply = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     # Should the parent die without killing it (SIGKILL), SIGALRM ends it a little later.
     signal.alarm(math.ceil(request["timeout_s"]) + 10)
-    from estimator import registering  # torch, offline
+    from estimator.user_models import build  # torch, offline
 
     try:
         path = request["module_path"]
-        spec = registering.entry_point_spec(request["name"], request["target"], request["input"],
+        spec = build.entry_point_spec(request["name"], request["target"], request["input"],
                                             request["family"], request["classes"],
                                             None if path is None else Path(path))
-        answer = {"entry": registering.compute(spec, "entry-point", request["target"])
+        answer = {"entry": build.compute(spec, "entry-point", request["target"])
                   .to_json().decode()}
     except EstimatorError as exc:
         answer = {"error": str(exc)}

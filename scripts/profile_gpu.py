@@ -30,7 +30,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from estimator.data import COLLOCATION_FILE, MEASUREMENTS_FILE
+from estimator.reference.tables import COLLOCATION_FILE, MEASUREMENTS_FILE
 from estimator.errors import EstimatorError
 from estimator.feature_table import TASKS, check_job
 from estimator.profiling import (

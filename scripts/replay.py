@@ -31,7 +31,7 @@ from pathlib import Path
 # file would shadow the `replay` package: the checkout goes before it.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from estimator.data import DATA_HELP, find_data_dir  # noqa: E402
+from estimator.reference.tables import DATA_HELP, find_data_dir  # noqa: E402
 from estimator.errors import EstimatorError  # noqa: E402
 from extender.settings import Settings, SettingsError  # noqa: E402
 from replay import gangs, openb  # noqa: E402

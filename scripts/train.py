@@ -30,7 +30,7 @@ from pathlib import Path
 
 
 from estimator import artefacts
-from estimator.data import (
+from estimator.reference.tables import (
     DATA_HELP, MEASUREMENTS_FILE, TARGETS, find_data_dir, load_target, measurements_option,
 )
 from estimator.errors import EstimatorError

@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import pytest
 import redis
 
-from estimator.data import PAPER_DIR, find_data_dir
+from estimator.reference.tables import PAPER_DIR, find_data_dir
 from extender.state.store import RedisStore
 
 FIGURE_PREFIX = "figure: "  # a user property a test recorded with a figure it measured

@@ -66,7 +66,7 @@ Key layout (human readable; every key is built by the names and helpers below):
                                     replaced at each refit; a type absent: the configured
                                     alpha)
     st:models               hash    model name -> JSON entry of a model users registered
-                                    (`estimator.registered`: features or a transformer
+                                    (`estimator.user_models.entry`: features or a transformer
                                     configuration); st:models:rev bumped on every change,
                                     st:models:epoch a token per registry (`model_store`)
     st:owner-runs:{owner}   hash    runs, seconds: the finished runs of a controller's

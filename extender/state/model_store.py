@@ -1,7 +1,7 @@
 """The models users register, in Redis: entries every replica follows (`extender.registry`).
 
 Reached as `RedisStore.models`: the same client and error translation as the rest of the
-store. Keys: `st:models` (name -> the entry's JSON, read by `estimator.registered`),
+store. Keys: `st:models` (name -> the entry's JSON, read by `estimator.user_models.entry`),
 `st:models:rev` (a counter each change raises) and `st:models:epoch` (a random token the
 first change of a registry writes). The revision is epoch and counter together, so a
 registry lost with its Redis and written again never repeats a revision a replica holds:

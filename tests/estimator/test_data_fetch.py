@@ -1,5 +1,5 @@
-"""Where the reference data is read from (`estimator.data.find_data_dir`) and `schedtune
-data fetch` (`estimator.data_fetch`, `estimator.authors_forests`), against a local HTTP
+"""Where the reference data is read from (`estimator.reference.tables.find_data_dir`) and `schedtune
+data fetch` (`estimator.reference.fetch`, `estimator.reference.forests`), against a local HTTP
 server serving an artefact of the same shape built here (the tests never reach the
 internet): files kept only with their checksum, the reconstructed tables equal to what
 scikit-learn's own forests predict, a pickle naming anything else refused."""
@@ -18,11 +18,11 @@ import pandas as pd
 import pytest
 from sklearn.ensemble import RandomForestRegressor
 
-from estimator import data as data_module
-from estimator.authors_forests import load_forest
+from estimator.reference import tables as data_module
+from estimator.reference.forests import load_forest
 from estimator.catalogue import PAPER_GPUS_BY_CUDA_CORES
-from estimator.data import PAPER_DIR, find_data_dir
-from estimator.data_fetch import CHECKSUMS, fetch, sha256
+from estimator.reference.tables import PAPER_DIR, find_data_dir
+from estimator.reference.fetch import CHECKSUMS, fetch, sha256
 from estimator.errors import EstimatorError
 from scripts import data as data_cli
 

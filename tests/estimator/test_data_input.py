@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from estimator.data import PAPER_DIR, _read_raw
+from estimator.reference.tables import PAPER_DIR, _read_raw
 from estimator.errors import EstimatorError
 
 HEAD = ("model,batchsize,activations,parameters,input,peak mem usage,Pipelines/CUDA cores,"
@@ -52,7 +52,7 @@ MEASURED_HEAD = "model,task,batch,gpu,peak_mib,seconds\n"
     ("resnet18,fly,8,H200,900,1.0\n", "unknown tasks ['fly']"),
 ])
 def test_a_broken_measurements_file_is_refused_with_its_name(tmp_path, rows, words) -> None:
-    from estimator.data import read_measurements
+    from estimator.reference.tables import read_measurements
 
     path = tmp_path / "measured.csv"
     path.write_text(MEASURED_HEAD + rows)
@@ -62,7 +62,7 @@ def test_a_broken_measurements_file_is_refused_with_its_name(tmp_path, rows, wor
 
 
 def test_measured_rows_read_per_target_in_its_unit(tmp_path) -> None:
-    from estimator.data import read_measurements, measurements_option
+    from estimator.reference.tables import read_measurements, measurements_option
 
     path = tmp_path / "measured.csv"
     path.write_text(MEASURED_HEAD + "resnet18,inference,8,H200,900,0.000818014\n")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from estimator.data import load_target
+from estimator.reference.tables import load_target
 from estimator.evaluation import held_out, metrics
 from estimator.padding import padded_unseen_family, workspace_range
 from estimator.regressors import DESIGNS
@@ -104,7 +104,7 @@ def test_each_simulated_part_removes_residual_for_every_family(frame) -> None:
 def test_scoring_one_gpu_scores_exactly_its_rows_of_the_same_folds(data_dir) -> None:
     """`--gpu H200`: the H200 rows of the measured ground truth, predicted and padded as
     the whole evaluation predicts them (three GPU types keep it quick)."""
-    from estimator.data import MEASURED_DIR
+    from estimator.reference.tables import MEASURED_DIR
 
     full = load_target("train-mem", data_dir, measurements=MEASURED_DIR / "H200.csv")
     frame = full[full["gpu"].isin(["K80", "V100-16GB", "H200"])].reset_index(drop=True)
@@ -121,7 +121,7 @@ def test_scoring_one_gpu_scores_exactly_its_rows_of_the_same_folds(data_dir) -> 
 
 
 def test_reference_rows_alone_without_measurements(data_dir) -> None:
-    from estimator.data import MEASURED_DIR
+    from estimator.reference.tables import MEASURED_DIR
 
     assert len(load_target("train-mem", data_dir, measurements=None)) == 240
     assert len(load_target("train-mem", data_dir, measurements=MEASURED_DIR / "H200.csv")) \

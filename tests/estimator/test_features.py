@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from estimator import features
-from estimator.data import PAPER_DIR
+from estimator.reference.tables import PAPER_DIR
 from estimator.feature_table import FeatureTable
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from estimator.data import load_target
+from estimator.reference.tables import load_target
 from estimator.observations import observation_rows, refit_gain
 
 

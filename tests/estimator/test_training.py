@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from estimator.data import load_target
+from estimator.reference.tables import load_target
 from estimator.padding import affine_pad, held_out_predictions
 from estimator.regressors import DESIGNS
 from estimator.training import fit

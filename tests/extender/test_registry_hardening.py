@@ -12,7 +12,7 @@ import pytest
 from estimator.feature_table import FeatureTable
 from chaos.registry import entry_like
 from estimator.predict import Estimator
-from estimator.registered import RegisteredModel, RegistryError, read_entries
+from estimator.user_models.entry import RegisteredModel, RegistryError, read_entries
 from extender.settings import Settings
 from extender.web.app import create_app
 from tests.builders import bind_args, filter_args, make_node, make_pod

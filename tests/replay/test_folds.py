@@ -38,3 +38,16 @@ def test_each_family_fold_never_saw_its_family(data_dir, tmp_path) -> None:
     fold_mib = held_out.estimate(job, gpus=["RTX-3090"])["RTX-3090"].predicted_mib
     seen_mib = committed.estimate(job, gpus=["RTX-3090"])["RTX-3090"].predicted_mib
     assert fold_mib != seen_mib  # a different regressor decides for VGG jobs
+
+
+def test_the_cache_key_names_the_code_of_the_estimators_subpackages_too(tmp_path,
+                                                                       monkeypatch) -> None:
+    from replay import folds
+
+    (tmp_path / "reference").mkdir()
+    (tmp_path / "top.py").write_text("a = 1\n")
+    (tmp_path / "reference" / "tables.py").write_text("b = 1\n")
+    monkeypatch.setattr(folds, "ESTIMATOR_SOURCE", tmp_path)
+    before = folds.digest({})
+    (tmp_path / "reference" / "tables.py").write_text("b = 2\n")
+    assert folds.digest({}) != before

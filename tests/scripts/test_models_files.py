@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from estimator.registered import MAX_ENTRY_BYTES
+from estimator.user_models.entry import MAX_ENTRY_BYTES
 from scripts import models
 
 REPO = Path(__file__).resolve().parents[2]

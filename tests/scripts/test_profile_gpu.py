@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from estimator import data
+from estimator.reference import tables as data
 from estimator import profiling as profile_gpu
 from estimator.profiling import Measurement, MemorySampler, ProfileError
 from scripts import profile_gpu as profile_cli

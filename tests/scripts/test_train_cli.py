@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from estimator.data import PAPER_DIR
+from estimator.reference.tables import PAPER_DIR
 from scripts import train
 
 

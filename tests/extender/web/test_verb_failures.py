@@ -34,7 +34,7 @@ def _all_raised() -> list[type[Exception]]:
     """Every error class of ours and the estimator's, and what a defect raises."""
     import extender.sizing  # noqa: F401  (TooLarge)
     import extender.web.auth  # noqa: F401  (Unauthorized)
-    from estimator.registered import RegistryError  # noqa: F401
+    from estimator.user_models.entry import RegistryError  # noqa: F401
 
     ours = {*_classes(ExtenderError), *_classes(EstimatorError), *_classes(AnnotationError)}
     defects = {RuntimeError, KeyError, ValueError, TypeError, ZeroDivisionError,

@@ -30,7 +30,7 @@ from estimator.catalogue import (
 from estimator.errors import DataMissing, EstimatorError
 from estimator.feature_table import MAX_BATCH, FeatureTable
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 SHARED_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
 MEASUREMENTS_FILE = REPO_ROOT / "profiles" / "measurements.csv"
 #: Our ground truth on current GPUs (`scripts/gpu_ground_truth.sh`): evaluated against,

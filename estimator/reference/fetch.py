@@ -21,9 +21,9 @@ from pathlib import Path
 import pandas as pd
 import requests
 
-from estimator.authors_forests import load_forest
+from estimator.reference.forests import load_forest
 from estimator.catalogue import PAPER_GPUS_BY_CUDA_CORES, PAPER_GPUS_BY_LABEL
-from estimator.data import PAPER_DIR
+from estimator.reference.tables import PAPER_DIR
 from estimator.errors import EstimatorError
 
 ARTEFACT = ("https://raw.githubusercontent.com/Stone-ResearchLife/"

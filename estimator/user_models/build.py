@@ -28,7 +28,7 @@ from typing import Any
 
 from estimator import zoo
 from estimator.feature_table import SIM_COLUMNS, SUMMARY_COLUMNS
-from estimator.registered import RegisteredModel, RegistryError, check_name
+from estimator.user_models.entry import RegisteredModel, RegistryError, check_name
 
 DEFAULT_BATCHES = {"train": (1, 8, 16, 32, 64), "inference": (1, 8, 32, 128)}
 MAX_INPUT_DIM = 8192
