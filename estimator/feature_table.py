@@ -37,14 +37,14 @@ SUMMARY_COLUMNS = (
     "fwd_bwd_mb_per_sample", "mult_adds_g_per_sample",
 )  # fmt: skip
 #: MemTracker's peak by category and the step's GFLOPs, then the allocator replay
-#: (`estimator.workspace.DeviceMemory`; ``sim_device_mb`` = reserved + workspace).
+#: (`estimator.simulation.workspace.DeviceMemory`; ``sim_device_mb`` = reserved + workspace).
 SIM_COLUMNS = (
     "sim_peak_mb", "sim_params_mb", "sim_grads_mb", "sim_activations_mb",
     "sim_temp_mb", "sim_optimizer_mb", "sim_gflops",
     "sim_allocated_mb", "sim_reserved_mb", "sim_workspace_mb", "sim_workspace_max_mb",
     "sim_largest_alloc_mb", "sim_device_mb",
 )  # fmt: skip
-#: The columns `estimator.features.simulate_device` refreshes on their own.
+#: The columns `estimator.simulation.features.simulate_device` refreshes on their own.
 DEVICE_COLUMNS = SIM_COLUMNS[SIM_COLUMNS.index("sim_allocated_mb"):]
 
 

@@ -78,7 +78,7 @@ def padded(predicted_mib: np.ndarray, pad: float) -> np.ndarray:
 
 def workspace_range(workspace_mb: Any, workspace_max_mb: Any) -> Any:
     """MiB the largest simulated cuDNN workspace may add over the mean of the scenarios
-    (`estimator.workspace`): never negative, 0 where either is unknown (NaN). Arrays or
+    (`estimator.simulation.workspace`): never negative, 0 where either is unknown (NaN). Arrays or
     floats."""
     return np.fmax(np.asarray(workspace_max_mb, float)
                    - np.fmax(np.asarray(workspace_mb, float), 0.0), 0.0)

@@ -178,7 +178,7 @@ class _Job:
     task: str
 
     def step(self) -> None:
-        from estimator.features import run_step  # noqa: PLC0415  (torch only here)
+        from estimator.simulation.features import run_step  # noqa: PLC0415  (torch only here)
 
         run_step(self.model, self.optimizer, self.inputs, self.labels, self.task)
 
@@ -187,7 +187,7 @@ def _place(model_name: str, task: str, batch: int, device: str, built: Any = Non
     """The job on `device`; `built` is a CPU model to copy instead of building one."""
     import torch  # noqa: PLC0415
 
-    from estimator.features import example_input  # noqa: PLC0415
+    from estimator.simulation.features import example_input  # noqa: PLC0415
 
     spec = get_spec(model_name)
     model = (copy.deepcopy(built) if built is not None else spec.build()).to(device)

@@ -1,7 +1,7 @@
 """Regressors (scikit-learn compatible) and the named designs compared per target.
 
 * `ResidualPeakRegressor` (ours, memory): an analytic anchor (column `base_col`:
-  the simulated device memory, `estimator.workspace`: the training loop's
+  the simulated device memory, `estimator.simulation.workspace`: the training loop's
   allocations and frees replayed through a model of PyTorch's caching allocator,
   with cuDNN workspaces) plus a per-GPU constant (median over that GPU's rows,
   column `group_col` identifies the GPU: the CUDA context and libraries), corrected

@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
                          f"{', '.join(uncached)} in {args.out / feature_table.SIM_FILE}; "
                          f"compute them first: schedtune features {' '.join(uncached)}")
 
-    from estimator import features  # noqa: PLC0415  (torch: only when asked to compute)
+    from estimator.simulation import features  # noqa: PLC0415  (torch: only when asked to compute)
 
     try:
         return _compute(features, args, names)

@@ -100,7 +100,7 @@ def compute(spec: zoo.ModelSpec, kind: str, source: str,
             batches: Mapping[str, Iterable[int]] = DEFAULT_BATCHES) -> RegisteredModel:
     """The entry of an architecture: its features, as `schedtune features` computes them
     for the built-in models. Raises `RegistryError` when the model does not run."""
-    from estimator import features  # noqa: PLC0415  (torch)
+    from estimator.simulation import features  # noqa: PLC0415  (torch)
 
     zoo.register(spec)
     try:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from estimator.allocator import MIB, AllocatorRules, CachingAllocator, replay
+from estimator.simulation.allocator import MIB, AllocatorRules, CachingAllocator, replay
 
 KIB = 1024
 

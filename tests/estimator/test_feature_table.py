@@ -2,7 +2,7 @@ import pytest
 
 from estimator.errors import InvalidJob, UnknownModel
 from estimator.feature_table import MAX_BATCH, FeatureTable, upsert
-from estimator.features import SimulatedPeak
+from estimator.simulation.features import SimulatedPeak
 
 
 def _peak(batch: int, act: float) -> SimulatedPeak:

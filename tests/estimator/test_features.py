@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from estimator import features
+from estimator.simulation import features
 from estimator.reference.tables import PAPER_DIR
 from estimator.feature_table import FeatureTable
 
@@ -76,7 +76,7 @@ def test_the_trace_frees_what_the_loop_drops() -> None:
     from torch import nn
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from estimator.allocator_trace import record
+    from estimator.simulation.allocator_trace import record
 
     mode = FakeTensorMode()
     model = features._fake_copy(nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Flatten(),

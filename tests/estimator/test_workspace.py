@@ -2,9 +2,9 @@
 
 import pytest
 
-from estimator.allocator import MIB
-from estimator.allocator_trace import ConvCall
-from estimator.workspace import (
+from estimator.simulation.allocator import MIB
+from estimator.simulation.allocator_trace import ConvCall
+from estimator.simulation.workspace import (
     PLACEMENTS, WORKSPACE_FRACTIONS, device_memory, replay_with_workspace, takes_workspace,
 )
 

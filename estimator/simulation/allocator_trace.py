@@ -1,9 +1,9 @@
 """Record what a training step or an inference pass asks of the GPU allocator, on the
 CPU: every tensor storage's allocation and free, in order, and every convolution
-(the calls cuDNN would serve, with a transient workspace), for `estimator.allocator`
+(the calls cuDNN would serve, with a transient workspace), for `estimator.simulation.allocator`
 to replay.
 
-Offline only (imports torch; `estimator.features` calls it). Runs under
+Offline only (imports torch; `estimator.simulation.features` calls it). Runs under
 `FakeTensorMode`, so nothing is computed or really allocated: a dispatch mode sees
 each operator's outputs, a storage is recorded when first seen and a weak-reference
 callback records its free when autograd, the optimizer or the loop drops the last

@@ -13,9 +13,9 @@ Offline only: this is one of the two modules allowed to import torch (with
   (forward, cross-entropy backward, SGD with momentum) or of an inference
   forward pass on fake CPU tensors under `MemTracker`, which reports the peak
   per category without allocating or computing anything real; and it records
-  the same loop's allocations and frees (`estimator.allocator_trace`) and
+  the same loop's allocations and frees (`estimator.simulation.allocator_trace`) and
   replays them through a model of PyTorch's CUDA caching allocator, with and
-  without cuDNN workspaces (`estimator.workspace`): what the GPU would hold,
+  without cuDNN workspaces (`estimator.simulation.workspace`): what the GPU would hold,
   less the CUDA context, which the regressors learn per GPU type.
   `simulate_device` computes only the second part (cheap: no MemTracker).
 """
@@ -34,8 +34,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.distributed._tools.mem_tracker import MemTracker
 from torch.utils.flop_counter import FlopCounterMode
 
-from estimator import allocator_trace
-from estimator.workspace import DeviceMemory, device_memory
+from estimator.simulation import allocator_trace
+from estimator.simulation.workspace import DeviceMemory, device_memory
 from estimator.zoo import ModelSpec, get_spec
 
 MIB = 2**20
@@ -61,7 +61,7 @@ class ModelSummary:
 class SimulatedPeak:
     """Peak bytes seen by MemTracker for one (model, task, batch), in MiB, the
     floating-point operations of one step (forward + backward for training), and
-    the replayed device memory (`estimator.workspace.DeviceMemory`, MiB;
+    the replayed device memory (`estimator.simulation.workspace.DeviceMemory`, MiB;
     ``sim_device_mb`` = reserved + workspace, what the allocator would hold; NaN
     when not computed)."""
 

@@ -2,7 +2,7 @@
 tensor allocations and frees and reports what the GPU would hold ("reserved",
 the segments obtained from cudaMalloc) beside what tensors use ("allocated").
 
-Pure Python, no torch: the trace comes from `estimator.features` (FakeTensor on
+Pure Python, no torch: the trace comes from `estimator.simulation.features` (FakeTensor on
 the CPU), the rules from c10/cuda/CUDACachingAllocator.cpp as PyTorch 1.8 to
 2.x ship them with default settings (no ``PYTORCH_CUDA_ALLOC_CONF``):
 

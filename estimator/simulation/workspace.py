@@ -1,8 +1,8 @@
 """Device memory of a recorded step: the caching allocator's reserved peak, with and
 without cuDNN convolution workspaces.
 
-Pure Python (no torch): the events come from `estimator.allocator_trace`, the rules
-from `estimator.allocator`.
+Pure Python (no torch): the events come from `estimator.simulation.allocator_trace`, the rules
+from `estimator.simulation.allocator`.
 
 A cuDNN convolution may take a transient workspace from the caching allocator, freed
 when the call returns (PyTorch 1.8 to 2.x, ``torch.backends.cudnn.benchmark`` off:
@@ -30,7 +30,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import count
 
-from estimator.allocator import MIB, AllocatorRules, CachingAllocator
+from estimator.simulation.allocator import MIB, AllocatorRules, CachingAllocator
 
 WORKSPACE_FRACTIONS = (0.25, 0.5, 1.0, 1.5)
 PLACEMENTS: tuple[tuple[str, ...], ...] = (("bwd",), ("fwd", "bwd"))
