@@ -5,6 +5,7 @@ without a restart (what makes a write durable there: `durability`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -43,6 +44,44 @@ class NewestConfigSentinel(Sentinel):
             raise MasterNotFoundError(f"{service_name!r}: a failover is under way")
         return next(iter(newest))
 
+    def failover_view(self, service_name: str) -> FailoverView:
+        """What the sentinels of the newest configuration would fail over to now: their
+        master's run id, and every replica they could promote: known to them as a replica
+        of it, neither down nor disconnected, of a priority above 0 (what Sentinel's
+        choice of a replica starts from), reporting the replica role. A reconfigured
+        replica is known to them before the new master lists it. One still reporting the
+        master role (an old master back, before they make it a replica, 8 s or more)
+        reports no replication offset, so Sentinel, choosing the replica furthest ahead,
+        takes it only when no replica is in reach."""
+        views: dict[int, FailoverView] = {}
+        for sentinel in self.sentinels:
+            try:
+                master = sentinel.sentinel_masters().get(service_name)
+                replicas = sentinel.sentinel_slaves(service_name) if master else []
+            except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError):
+                continue
+            if not master:
+                continue
+            named = (master["ip"], master["port"])
+            seen = views.get(master["config-epoch"], FailoverView(master.get("runid", "")))
+            views[master["config-epoch"]] = FailoverView(seen.master_runid, seen.promotable | {
+                (replica["ip"], replica["port"]) for replica in replicas
+                if _promotable(replica) and (replica["ip"], replica["port"]) != named})
+        return views[max(views)] if views else FailoverView("")
+
+
+@dataclass(frozen=True)
+class FailoverView:
+    master_runid: str
+    promotable: frozenset[tuple[str, int]] = frozenset()
+
+
+def _promotable(replica: dict[str, Any]) -> bool:
+    flags = set(str(replica.get("flags", "")).split(","))
+    return (not flags & {"s_down", "o_down", "disconnected"}
+            and int(replica.get("slave-priority", 1)) > 0
+            and replica.get("role-reported", "slave") == "slave")
+
 
 class MasterWithReplicaConnection(SentinelManagedConnection):
     """A connection to the server the sentinels name as master, kept only if the server
@@ -59,6 +98,16 @@ class MasterWithReplicaConnection(SentinelManagedConnection):
         if role != "master" or not replicas:
             raise redis.ConnectionError(f"{self.host}:{self.port} is not a master with a "
                                         f"replica (role {role}); the sentinels are asked again")
+
+
+def failover_view(client: redis.Redis) -> FailoverView | None:
+    """`NewestConfigSentinel.failover_view` of the master `client` follows; None for a
+    client of one Redis (no Sentinel to fail over)."""
+    pool = client.connection_pool
+    manager = getattr(pool, "sentinel_manager", None)
+    if not isinstance(manager, NewestConfigSentinel):
+        return None
+    return manager.failover_view(pool.service_name)
 
 
 def redis_client(url: str, master_with_replica: bool = False, **options: Any) -> redis.Redis:

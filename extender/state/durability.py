@@ -8,7 +8,11 @@ find it down too, and do not promote it); and, for LEFT_MEMORY_S, every replica 
 the list. A replica leaves when it dies or when Sentinel promotes it (it drops its master
 link at once): a master being replaced while still alive (declared down while busy) would
 otherwise acknowledge writes only the replicas left behind hold, which they drop when
-they resync from the promoted one.
+they resync from the promoted one. And every replica the sentinels could promote that the
+master does not list yet (one reconfigured after a failover, still connecting): it holds
+none of the master's writes, so while one exists nothing is acknowledged; nor while the
+sentinels name another master (this one is being replaced: it keeps its connections,
+and its replicas, until they reconfigure it).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from typing import Any, Callable
 
 import redis
 
+from extender.state.connection import FailoverView, failover_view
+
 ACK_LAG_S = 2  # a replica acknowledges every second; one silent longer is not waited for
 LEFT_MEMORY_S = 10.0  # a replica gone from the list is waited for (refusing) this long
 REFRESH_S = 1.0  # how stale the master's replication view may be
@@ -27,28 +33,50 @@ REFRESH_S = 1.0  # how stale the master's replication view may be
 @dataclass(frozen=True)
 class Replication:
     """A master's INFO replication, as WAIT needs it: whose stream (`replid`: a promoted
-    replica starts a new one), how many replicas are listed, how many WAIT waits for."""
+    replica starts a new one), which replicas are listed, how many WAIT waits for."""
 
     replid: str
-    listed: int
     waited_for: int
+    addresses: frozenset[tuple[str, int]] = frozenset()
+    run_id: str = ""  # the server's own (INFO server)
+
+    @property
+    def listed(self) -> int:
+        return len(self.addresses)
 
 
 def replication(client: redis.Redis) -> Replication:
     """INFO replication of the server `client` reaches; no replicas from a non-master."""
-    return replication_of(client.info("replication"))
+    pipe = client.pipeline(transaction=False)
+    pipe.info("replication")
+    pipe.info("server")
+    info, server = pipe.execute()
+    return replication_of(info, str(server.get("run_id", "")))
 
 
-def replication_of(info: dict[str, Any]) -> Replication:
+def replication_of(info: dict[str, Any], run_id: str = "") -> Replication:
     """`replication` from INFO replication as redis-py parses it (slaveN: a dict of ip,
     port, state, offset, lag)."""
     if info.get("role") != "master":
-        return Replication(str(info.get("master_replid", "")), 0, 0)
+        return Replication(str(info.get("master_replid", "")), 0, run_id=run_id)
     listed = [value for key, value in info.items()
               if key.startswith("slave") and key[5:].isdigit() and isinstance(value, dict)]
     waited_for = sum(1 for value in listed if value.get("state") != "online"
                      or int(value.get("lag", 0)) <= ACK_LAG_S)
-    return Replication(str(info.get("master_replid", "")), len(listed), waited_for)
+    return Replication(str(info.get("master_replid", "")), waited_for,
+                       frozenset((str(value.get("ip")), int(value.get("port", 0)))
+                                 for value in listed), run_id)
+
+
+def unlisted(view: Replication, sentinels: FailoverView | None) -> int:
+    """How many replicas a failover could promote that do not hold the master's writes:
+    those the sentinels could promote that it does not list, or, while they name another
+    master (of another run id), one more than it lists: no write is acknowledged."""
+    if sentinels is None:
+        return 0
+    if sentinels.master_runid and view.run_id and sentinels.master_runid != view.run_id:
+        return view.listed + 1
+    return len(sentinels.promotable - view.addresses)
 
 
 def replicated(client: redis.Redis, script: Any, keys: list[str], args: list[Any],
@@ -67,14 +95,16 @@ def replicated(client: redis.Redis, script: Any, keys: list[str], args: list[Any
 
 class ReplicaWait:
     """How many replicas a durable write waits for (at least `minimum`), from the master's
-    replication view read at most once per REFRESH_S through `call` (the store's error
-    translation)."""
+    replication view and the sentinels' (`connection.failover_view`), read at most
+    once per REFRESH_S through `call` (the store's error translation)."""
 
     def __init__(self, client: redis.Redis, minimum: int, wait_ms: int,
                  call: Callable[..., Any]) -> None:
         self._redis, self.minimum, self.wait_ms, self._call = client, minimum, wait_ms, call
         self._read_at = -REFRESH_S
-        self._view = Replication("", 0, 0)
+        self._view = Replication("", 0)
+        self._unlisted = 0  # promotable replicas the master does not list, or all, and
+        # one more, while the sentinels name another master
         self._most_listed: tuple[str, int, float] = ("", 0, 0.0)  # (replid, listed, seen at)
 
     def write(self, script: Any, keys: list[str], args: list[Any]) -> tuple[Any, bool]:
@@ -93,9 +123,10 @@ class ReplicaWait:
         now = time.monotonic()
         if now - self._read_at >= REFRESH_S:
             self._view, self._read_at = self._call(replication, self._redis), now
+            self._unlisted = unlisted(self._view, failover_view(self._redis))
         view = self._view
         replid, most, seen_at = self._most_listed
         if view.replid != replid or view.listed >= most or now - seen_at > LEFT_MEMORY_S:
             self._most_listed = (view.replid, view.listed, now)
             most = view.listed
-        return max(self.minimum, view.waited_for + most - view.listed)
+        return max(self.minimum, view.waited_for + most - view.listed + self._unlisted)

@@ -12,6 +12,7 @@ import pytest
 import redis
 from redis.sentinel import Sentinel
 
+from chaos.processes import free_port
 from chaos.sentinel import MASTER_NAME, SentinelTopology
 from extender.errors import NotReplicated, StoreUnavailable
 from extender.model import JobRecord
@@ -23,6 +24,7 @@ from extender.redis_url import (
     sentinel_url,
     with_db,
 )
+from extender.state import connection
 from extender.state.connection import NewestConfigSentinel
 from extender.state import durability
 from extender.state.durability import ACK_LAG_S
@@ -125,8 +127,11 @@ def test_a_replica_that_leaves_the_master_is_still_waited_for_a_while(topology, 
     """A replica promoted (REPLICAOF NO ONE, as a sentinel sends it) while the master it
     leaves lives on, as when the sentinels find a busy master down: a write the replicas
     left behind hold, acknowledged, would be dropped when they resync from the promoted
-    one, so binds are refused until the one that left is LEFT_MEMORY_S gone."""
+    one, so binds are refused until the one that left is LEFT_MEMORY_S gone (the
+    sentinels' view, which would refuse them until they make it a replica again, left
+    out here: the master's own view is what is measured)."""
     monkeypatch.setattr(durability, "LEFT_MEMORY_S", 3.0)
+    monkeypatch.setattr(durability, "failover_view", lambda client: None)
     store = RedisStore.from_url(topology.url, 0.5, replicas=1, replica_wait_ms=200)
     store.release(store.reserve(record("both"), [(0, 24000, 4)], time.time(), 60).uid)
     master = topology.master()
@@ -145,6 +150,34 @@ def test_a_replica_that_leaves_the_master_is_still_waited_for_a_while(topology, 
         leaving.client().replicaof("127.0.0.1", master.port)
         topology.wait_until(lambda: topology.replicas_online(master) == 2, "rejoined", 30)
     store.release("rest")
+
+
+def test_a_replica_the_sentinels_could_promote_is_waited_for_until_listed(
+        topology, monkeypatch):
+    """A replica the master no longer lists, but the sentinels still could promote (pointed
+    at another master, as one reconfigured after a failover is before it connects): it
+    holds none of the writes, so binds are refused while it is out, past LEFT_MEMORY_S,
+    and go on once it is listed again."""
+    monkeypatch.setattr(durability, "LEFT_MEMORY_S", 1.0)
+    store = RedisStore.from_url(topology.url, 0.5, replicas=1, replica_wait_ms=200)
+    store.release(store.reserve(record("both"), [(0, 24000, 4)], time.time(), 60).uid)
+    master = topology.master()
+    away = next(s for s in topology.servers if s.port != master.port)
+    sentinels = store._redis.connection_pool.sentinel_manager
+    assert ("127.0.0.1", away.port) in sentinels.failover_view(MASTER_NAME).promotable
+    away.client().replicaof("127.0.0.1", free_port())
+    try:
+        topology.wait_until(lambda: topology.replicas_online(master) == 1, "a replica out", 10)
+        time.sleep(durability.LEFT_MEMORY_S + durability.REFRESH_S)
+        with pytest.raises(NotReplicated, match="replicas online"):
+            store.reserve(record("one-out"), [(0, 24000, 4)], time.time(), 60)
+        assert store.job("one-out") is None
+        assert ("127.0.0.1", away.port) in sentinels.failover_view(MASTER_NAME).promotable
+    finally:
+        away.client().replicaof("127.0.0.1", master.port)
+        topology.wait_until(lambda: topology.replicas_online(master) == 2, "rejoined", 30)
+    assert store.reserve(record("back"), [(0, 24000, 4)], time.time(), 60).new
+    store.release("back")
 
 
 def test_a_master_left_with_no_replica_is_not_read_from(topology):
@@ -217,11 +250,39 @@ def test_every_listed_replica_is_waited_for_but_one_silent_past_ack_lag() -> Non
     """INFO replication's slaveN fields (redis.io/docs/latest/commands/info, as redis-py
     parses them): a replica still syncing (wait_bgsave, send_bulk) can be promoted, so it
     counts; one online but silent past ACK_LAG_S is hung, and does not."""
-    def replica(state: str, lag: int) -> dict:
-        return {"ip": "10.0.0.2", "port": 6379, "state": state, "offset": 1000, "lag": lag}
+    def replica(state: str, lag: int, port: int) -> dict:
+        return {"ip": "10.0.0.2", "port": port, "state": state, "offset": 1000, "lag": lag}
 
     info = {"role": "master", "connected_slaves": 4, "master_replid": "abc",
-            "slave0": replica("online", 0), "slave1": replica("wait_bgsave", 0),
-            "slave2": replica("send_bulk", 0), "slave3": replica("online", ACK_LAG_S + 1)}
-    assert durability.replication_of(info) == durability.Replication("abc", 4, 3)
+            "slave0": replica("online", 0, 6380), "slave1": replica("wait_bgsave", 0, 6381),
+            "slave2": replica("send_bulk", 0, 6382),
+            "slave3": replica("online", ACK_LAG_S + 1, 6383)}
+    assert durability.replication_of(info) == durability.Replication(
+        "abc", 3, frozenset(("10.0.0.2", port) for port in range(6380, 6384)))
     assert durability.replication_of({"role": "slave", "master_replid": "abc"}).listed == 0
+
+
+@pytest.mark.parametrize("flags, priority, role, promotable", [
+    ("slave", 100, "slave", True), ("s_down,slave", 100, "slave", False),
+    ("slave,disconnected", 100, "slave", False), ("o_down,slave", 100, "slave", False),
+    ("slave", 0, "slave", False), ("slave", 100, "master", False)])
+def test_what_the_sentinels_could_promote(flags, priority, role, promotable) -> None:
+    """SENTINEL REPLICAS' fields (redis.io/docs/latest/operate/oss_and_stack/management/
+    sentinel, "Replica selection and priority"): a replica down, disconnected or of
+    priority 0 is never chosen; one reporting the master role (an old master back) only
+    when no replica is in reach (it reports no offset; the replica furthest ahead wins)."""
+    state = {"flags": flags, "slave-priority": priority, "role-reported": role}
+    assert connection._promotable(state) is promotable
+
+
+def test_no_write_is_acknowledged_by_a_master_the_sentinels_replaced() -> None:
+    """The sentinels name a master of another run id (SENTINEL MASTERS' runid; INFO
+    server's run_id): this one is being replaced, so its WAIT is asked for more replicas
+    than it lists; the sentinels' promotable replicas it does not list count too."""
+    here = {("10.0.0.2", 6380)}
+    view = durability.Replication("abc", 1, frozenset(here), run_id="r1")
+    assert durability.unlisted(view, None) == 0
+    assert durability.unlisted(view, connection.FailoverView("r2", frozenset(here))) == 2
+    assert durability.unlisted(view, connection.FailoverView("r1", frozenset(
+        here | {("10.0.0.3", 6380)}))) == 1
+    assert durability.unlisted(view, connection.FailoverView("r1", frozenset(here))) == 0
