@@ -72,6 +72,8 @@ class NewestConfigSentinel(Sentinel):
 
 @dataclass(frozen=True)
 class FailoverView:
+    """The newest configuration's master (its run id) and the replicas it could promote."""
+
     master_runid: str
     promotable: frozenset[tuple[str, int]] = frozenset()
 

@@ -103,8 +103,7 @@ class ReplicaWait:
         self._redis, self.minimum, self.wait_ms, self._call = client, minimum, wait_ms, call
         self._read_at = -REFRESH_S
         self._view = Replication("", 0)
-        self._unlisted = 0  # promotable replicas the master does not list, or all, and
-        # one more, while the sentinels name another master
+        self._unlisted = 0  # replicas a failover could promote without our writes (`unlisted`)
         self._most_listed: tuple[str, int, float] = ("", 0, 0.0)  # (replid, listed, seen at)
 
     def write(self, script: Any, keys: list[str], args: list[Any]) -> tuple[Any, bool]:
