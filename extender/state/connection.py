@@ -5,6 +5,7 @@ without a restart (what makes a write durable there: `durability`).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,13 +47,14 @@ class NewestConfigSentinel(Sentinel):
 
     def failover_view(self, service_name: str) -> FailoverView:
         """What the sentinels of the newest configuration would fail over to now: their
-        master's run id, and every replica they could promote: known to them as a replica
-        of it, neither down nor disconnected, of a priority above 0 (what Sentinel's
-        choice of a replica starts from), reporting the replica role. A reconfigured
-        replica is known to them before the new master lists it. One still reporting the
-        master role (an old master back, before they make it a replica, 8 s or more)
-        reports no replication offset, so Sentinel, choosing the replica furthest ahead,
-        takes it only when no replica is in reach."""
+        master's run id, whether they could replace it (as many of them as the quorum find
+        it down, or one says it is replacing it), and every replica they could promote:
+        known to them as a replica of it, neither down nor disconnected, of a priority
+        above 0 (what Sentinel's choice of a replica starts from), reporting the replica
+        role. A reconfigured replica is known to them before the new master lists it. One
+        still reporting the master role (an old master back, before they make it a
+        replica, 8 s or more) reports no replication offset, so Sentinel, choosing the
+        replica furthest ahead, takes it only when no replica is in reach."""
         views: dict[int, FailoverView] = {}
         for sentinel in self.sentinels:
             try:
@@ -63,19 +65,34 @@ class NewestConfigSentinel(Sentinel):
             if not master:
                 continue
             named = (master["ip"], master["port"])
-            seen = views.get(master["config-epoch"], FailoverView(master.get("runid", "")))
-            views[master["config-epoch"]] = FailoverView(seen.master_runid, seen.promotable | {
-                (replica["ip"], replica["port"]) for replica in replicas
-                if _promotable(replica) and (replica["ip"], replica["port"]) != named})
+            flags = set(str(master.get("flags", "")).split(","))
+            seen = views.get(master["config-epoch"], FailoverView(
+                master.get("runid", ""), quorum=int(master.get("quorum", 1))))
+            views[master["config-epoch"]] = dataclasses.replace(
+                seen, promotable=seen.promotable | {
+                    (replica["ip"], replica["port"]) for replica in replicas
+                    if _promotable(replica) and (replica["ip"], replica["port"]) != named},
+                finding_down=seen.finding_down + ("s_down" in flags),
+                replacing=seen.replacing or bool(flags & {"o_down", "failover_in_progress"}))
         return views[max(views)] if views else FailoverView("")
 
 
 @dataclass(frozen=True)
 class FailoverView:
-    """The newest configuration's master (its run id) and the replicas it could promote."""
+    """The newest configuration's master (its run id), how many of its sentinels find it
+    down (of the `quorum` a failover needs) or are replacing it, and the replicas they
+    could promote."""
 
     master_runid: str
     promotable: frozenset[tuple[str, int]] = frozenset()
+    finding_down: int = 0
+    quorum: int = 1
+    replacing: bool = False
+
+    @property
+    def master_doubted(self) -> bool:
+        """The sentinels could replace the master before the next look at them."""
+        return self.replacing or self.finding_down >= self.quorum
 
 
 def _promotable(replica: dict[str, Any]) -> bool:

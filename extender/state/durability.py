@@ -11,8 +11,9 @@ otherwise acknowledge writes only the replicas left behind hold, which they drop
 they resync from the promoted one. And every replica the sentinels could promote that the
 master does not list yet (one reconfigured after a failover, still connecting): it holds
 none of the master's writes, so while one exists nothing is acknowledged; nor while the
-sentinels name another master (this one is being replaced: it keeps its connections,
-and its replicas, until they reconfigure it).
+sentinels name another master, or one of them finds this one down (it is being, or may
+at once be, replaced: it keeps its connections, and its replicas, until they
+reconfigure it).
 """
 
 from __future__ import annotations
@@ -70,11 +71,13 @@ def replication_of(info: dict[str, Any], run_id: str = "") -> Replication:
 
 def unlisted(view: Replication, sentinels: FailoverView | None) -> int:
     """How many replicas a failover could promote that do not hold the master's writes:
-    those the sentinels could promote that it does not list, or, while they name another
-    master (of another run id), one more than it lists: no write is acknowledged."""
+    those the sentinels could promote that it does not list, or one more than it lists
+    (no write is acknowledged) while they name another master (of another run id) or
+    one of them finds this one down: a master still serving may be replaced at once."""
     if sentinels is None:
         return 0
-    if sentinels.master_runid and view.run_id and sentinels.master_runid != view.run_id:
+    replaced = sentinels.master_runid and view.run_id and sentinels.master_runid != view.run_id
+    if replaced or sentinels.master_doubted:
         return view.listed + 1
     return len(sentinels.promotable - view.addresses)
 

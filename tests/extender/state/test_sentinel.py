@@ -104,6 +104,16 @@ def topology(tmp_path_factory):
         yield started
 
 
+def test_the_sentinels_view_counts_who_finds_the_master_down(topology) -> None:
+    """The live sentinels' view of a healthy master: not doubted, its quorum read, its
+    replicas promotable (once the sentinels have found them: they ask the master's INFO)."""
+    client = connection.redis_client(topology.url)
+    topology.wait_until(lambda: connection.failover_view(client).promotable,
+                        "the sentinels to find the replicas")
+    view = connection.failover_view(client)
+    assert view.quorum == 2 and view.finding_down == 0 and not view.master_doubted
+
+
 def test_a_reservation_waits_for_every_replica_that_acknowledges(topology):
     """Sentinel may promote any live replica, so a write is acknowledged once all of them
     hold it, not just EXTENDER_REDIS_REPLICAS: a replica frozen (SIGSTOP) is waited for,
@@ -286,3 +296,21 @@ def test_no_write_is_acknowledged_by_a_master_the_sentinels_replaced() -> None:
     assert durability.unlisted(view, connection.FailoverView("r1", frozenset(
         here | {("10.0.0.3", 6380)}))) == 1
     assert durability.unlisted(view, connection.FailoverView("r1", frozenset(here))) == 0
+
+
+@pytest.mark.parametrize("finding_down, replacing, doubted", [
+    (0, False, False), (1, False, False), (2, False, True), (3, False, True),
+    (0, True, True)])
+def test_no_write_is_acknowledged_while_the_sentinels_could_replace_the_master(
+        finding_down, replacing, doubted) -> None:
+    """SENTINEL MASTERS' flags: once as many sentinels as the quorum find the master down
+    (s_down), or one is replacing it (o_down, failover_in_progress), it may be replaced
+    before the next look at them, while it still serves the connections it holds; nothing
+    it acknowledges then is safe. One sentinel alone cut off from it cannot replace it."""
+    here = frozenset({("10.0.0.2", 6380)})
+    sentinels = connection.FailoverView("r1", here, finding_down, quorum=2,
+                                        replacing=replacing)
+    assert sentinels.master_doubted is doubted
+    view = durability.Replication("abc", 1, here, run_id="r1")
+    assert durability.unlisted(view, sentinels) == (2 if doubted else 0)
+
