@@ -209,6 +209,8 @@ def report(world: World, race: Race, kills: list[dict[str, Any]], checked: dict[
         + checked["lost_reservations"],
         "acknowledged_unconfirmed_after_failover": sum(k["acknowledged_unconfirmed"]
                                                        for k in kills),
+        "binds_refused_by_the_store_outside_failover":  # the durability rule's refusals
+            ledger.counts["race_bind_refusals_during_none"]["state_store"],
         "releases_unanswered": len(race.release_unanswered),
         "split_brain_writes": sum(k["split_brain_write_accepted"] for k in kills),
         "overcommits": checked["overcommits"],

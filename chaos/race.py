@@ -11,7 +11,7 @@ from typing import Any
 
 import requests
 
-from chaos.answers import NO_ANSWER, Answer, passing
+from chaos.answers import NO_ANSWER, Answer, contract_error, passing
 from chaos.cluster import NODE_NAMES, node_objects, pod
 from chaos.world import World
 from extender.errors import StoreUnavailable
@@ -19,6 +19,13 @@ from extender.wire.kube import encode_binding_args, encode_extender_args
 
 RACERS = 8
 RETRY_S = 0.2  # a racer's pause after no answer (kube-scheduler backs a pod off for 1 s)
+
+
+def refusal(answer: Answer) -> str:
+    """What refused a bind: the state store (down, or the write not replicated: the
+    durability rule) or the placement itself (no room left, bound already)."""
+    text = contract_error("bind", answer.body) or ""
+    return "state_store" if text.startswith("state store") else "placement"
 
 
 class Race:
@@ -69,6 +76,8 @@ class Race:
             ledger.peak(f"latency_s:{window}", answer.latency_s)
         if verb == "bind":
             ledger.add("race", f"bind_requests_to_replica_{side}")
+            if answer.outcome in ("error", "retriable"):
+                ledger.add(f"race_bind_refusals_during_{window}", refusal(answer))
             if answer.outcome not in NO_ANSWER:
                 with self.lock:
                     self.binds_answered += 1
