@@ -18,6 +18,7 @@ reconfigure it).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -83,30 +84,35 @@ def unlisted(view: Replication, sentinels: FailoverView | None) -> int:
 
 
 def replicated(client: redis.Redis, script: Any, keys: list[str], args: list[Any],
-               replicas: int, wait_ms: int) -> tuple[Any, int]:
-    """`script`'s reply, and how many replicas acknowledged its writes (and so every write
-    before them: replication is one ordered stream) within `wait_ms`: WAIT on the same
+               replicas: int, wait_ms: int) -> tuple[Any, int, Replication | None]:
+    """`script`'s reply, how many replicas acknowledged its writes (and so every write
+    before them: replication is one ordered stream) within `wait_ms`, and the master's
+    replication view right after (None when not asked): WAIT and INFO on the same
     connection, in the same round trip. Asks nothing of replicas when `replicas` is 0."""
     if not replicas:
-        return script(keys=keys, args=args), 0
+        return script(keys=keys, args=args), 0, None
     pipe = client.pipeline(transaction=False)
     script(keys=keys, args=args, client=pipe)
     pipe.wait(replicas, wait_ms)
-    reply, acknowledged = pipe.execute()
-    return reply, int(acknowledged)
+    pipe.info("replication")
+    reply, acknowledged, info = pipe.execute()
+    return reply, int(acknowledged), replication_of(info)
 
 
 class ReplicaWait:
     """How many replicas a durable write waits for (at least `minimum`), from the master's
     replication view and the sentinels' (`connection.failover_view`), read at most
-    once per REFRESH_S through `call` (the store's error translation)."""
+    once per REFRESH_S through `call` (the store's error translation); and again after
+    each write, from the master's list read in its round trip: a replica promoted away
+    since the last read (gone from the list, or still one the sentinels could promote)
+    refuses the write it did not acknowledge, not up to REFRESH_S later."""
 
     def __init__(self, client: redis.Redis, minimum: int, wait_ms: int,
                  call: Callable[..., Any]) -> None:
         self._redis, self.minimum, self.wait_ms, self._call = client, minimum, wait_ms, call
         self._read_at = -REFRESH_S
         self._view = Replication("", 0)
-        self._unlisted = 0  # replicas a failover could promote without our writes (`unlisted`)
+        self._sentinels: FailoverView | None = None  # what they could fail over to
         self._most_listed: tuple[str, int, float] = ("", 0, 0.0)  # (replid, listed, seen at)
 
     def write(self, script: Any, keys: list[str], args: list[Any]) -> tuple[Any, bool]:
@@ -115,8 +121,13 @@ class ReplicaWait:
         if not self.minimum:
             return self._call(script, keys=keys, args=args), True
         wanted = self.wanted()
-        reply, acknowledged = self._call(replicated, self._redis, script, keys, args, wanted,
-                                         self.wait_ms)
+        reply, acknowledged, after = self._call(replicated, self._redis, script, keys, args,
+                                                wanted, self.wait_ms)
+        if after is not None and after.replid == self._view.replid:  # the same master
+            self._view = dataclasses.replace(after, run_id=self._view.run_id)
+            wanted = max(wanted, self._wanted_now(time.monotonic()))
+        elif after is not None:  # another master since the last read: read it again
+            wanted = acknowledged + 1
         if acknowledged < wanted:
             self._read_at = -REFRESH_S  # a replica gone, or a new master: read it again
         return reply, acknowledged >= wanted
@@ -125,10 +136,14 @@ class ReplicaWait:
         now = time.monotonic()
         if now - self._read_at >= REFRESH_S:
             self._view, self._read_at = self._call(replication, self._redis), now
-            self._unlisted = unlisted(self._view, failover_view(self._redis))
+            self._sentinels = failover_view(self._redis)
+        return self._wanted_now(now)
+
+    def _wanted_now(self, now: float) -> int:
         view = self._view
         replid, most, seen_at = self._most_listed
         if view.replid != replid or view.listed >= most or now - seen_at > LEFT_MEMORY_S:
             self._most_listed = (view.replid, view.listed, now)
             most = view.listed
-        return max(self.minimum, view.waited_for + most - view.listed + self._unlisted)
+        return max(self.minimum, view.waited_for + most - view.listed
+                   + unlisted(view, self._sentinels))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
 from scripts import chaos
 
@@ -47,11 +46,6 @@ def test_short_chaos_run_executes_what_it_was_asked_and_holds_every_invariant(ca
     assert sum(n for k, n in result["registry"].items() if k.startswith("churn:")) == 16
 
 
-@pytest.mark.xfail(strict=False, reason="open in #49: the replica-still-reconfiguring loss "
-                   "is closed (durability reads the sentinels' view), but one 10-kill run "
-                   "of that code lost 32 acknowledged binds after a stretch of Redis "
-                   "unreachable outside the kills, unexplained (docs/2026-12-03-redis-"
-                   "sentinel.md)")
 def test_short_sentinel_run_kills_the_master_twice_and_loses_no_acknowledged_bind(
         capsys, tmp_path) -> None:
     """`--sentinel` with 2 master kills (the long run is `schedtune chaos --sentinel`)."""

@@ -162,6 +162,36 @@ def test_a_replica_that_leaves_the_master_is_still_waited_for_a_while(topology, 
     store.release("rest")
 
 
+def test_a_replica_promoted_away_between_two_reads_refuses_the_next_write(
+        topology, monkeypatch):
+    """The views are read once a REFRESH_S (here: never again). Read while one replica
+    lagged past ACK_LAG_S (so only the other is waited for); that one is then promoted
+    away (REPLICAOF NO ONE) and the lagging one catches up: WAIT for one replica is
+    answered by the one left behind, but the promoted one lacks the write. The master's
+    list read in the write's own round trip refuses it (the loss of #49's short run:
+    the promotion fell between two reads)."""
+    monkeypatch.setattr(durability, "REFRESH_S", 3600.0)
+    master = topology.master()
+    lagging, leaving = (s for s in topology.servers if s.port != master.port)
+    store = RedisStore.from_url(topology.url, 0.5, replicas=1, replica_wait_ms=300)
+    lagging.process.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(ACK_LAG_S + 1.5)
+        assert store.reserve(record("one-waited"), [(0, 24000, 4)], time.time(), 60).new
+    finally:
+        lagging.process.send_signal(signal.SIGCONT)
+    store.release("one-waited")  # the view is not read again: one replica waited for
+    leaving.client().replicaof("NO", "ONE")
+    try:
+        topology.wait_until(lambda: topology.replicas_online(master) == 1, "a replica gone", 10)
+        with pytest.raises(NotReplicated, match="replicas online"):
+            store.reserve(record("promoted-away"), [(0, 24000, 4)], time.time(), 60)
+        assert store.job("promoted-away") is None
+    finally:
+        leaving.client().replicaof("127.0.0.1", master.port)
+        topology.wait_until(lambda: topology.replicas_online(master) == 2, "rejoined", 30)
+
+
 def test_a_replica_the_sentinels_could_promote_is_waited_for_until_listed(
         topology, monkeypatch):
     """A replica the master no longer lists, but the sentinels still could promote (pointed
