@@ -134,7 +134,16 @@ def kill_master(race: Race) -> dict[str, Any]:
     return {"failover_s": round(failover_s, 3), "acknowledged_before": len(acknowledged),
             "held_after": len(held), "acknowledged_lost": len(lost),
             "lost_sample": sorted(lost)[:5],
+            "lost_acknowledged_at": acknowledged_times(race, lost),
             "acknowledged_unconfirmed": unconfirmed, "split_brain_write_accepted": split}
+
+
+def acknowledged_times(race: Race, uids: list[str]) -> list[str]:
+    """When each of `uids` was answered bound (UTC, ms), earliest first: to read beside
+    the sentinels' and servers' logs of a kept run."""
+    stamps = sorted(race.acknowledged_at[uid] for uid in uids if uid in race.acknowledged_at)
+    return [time.strftime("%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}"
+            for t in stamps]
 
 
 def confirm_as_the_monitor_does(store: RedisStore, acknowledged: dict[str, str],

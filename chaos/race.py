@@ -45,6 +45,7 @@ class Race:
         self.faults_done = threading.Event()
         self.racers: list[threading.Thread] = []
         self.lost_after_kill: set[str] = set()  # the Redis kill measurement reports them
+        self.acknowledged_at: dict[str, float] = {}  # wall clock, to read beside Redis's logs
 
     def finished(self) -> bool:
         done = self.faults_done.is_set() and self.binds_answered >= self.asked
@@ -111,6 +112,7 @@ class Race:
                 if any(a.outcome == "ok" for a in answers):
                     with self.lock:
                         self.bound[bind["PodUID"]] = bind["Node"]
+                        self.acknowledged_at[bind["PodUID"]] = time.time()
                 if rng.random() < 0.5:
                     self.release_one(rng)
 
