@@ -6,11 +6,14 @@ without a restart (what makes a write durable there: `durability`).
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import redis
-from redis.sentinel import MasterNotFoundError, Sentinel, SentinelManagedConnection
+from redis.sentinel import (
+    MasterNotFoundError, Sentinel, SentinelConnectionPool, SentinelManagedConnection,
+)
 
 from extender.redis_url import SENTINEL_SCHEME, parse_sentinel_url
 
@@ -122,6 +125,32 @@ class MasterWithReplicaConnection(SentinelManagedConnection):
                                         f"replica (role {role}); the sentinels are asked again")
 
 
+MASTER_CHECK_S = 1.0  # how stale the pool's idea of the master may be
+
+
+class MasterCheckedPool(SentinelConnectionPool):
+    """redis-py's pool of connections to the Sentinel master, asking the sentinels again
+    which master it is at most once per MASTER_CHECK_S before it hands out a connection
+    (redis-py asks only when a connection is made): one kept to a master they replaced,
+    still a master on its own, would read its stale state for as long as it lives. A
+    master changed drops the idle connections (redis-py's own `get_master_address`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._checked_at = -MASTER_CHECK_S
+
+    def get_connection(self, *args: Any, **kwargs: Any) -> Any:
+        now = time.monotonic()
+        if now - self._checked_at >= MASTER_CHECK_S:
+            self._checked_at = now
+            try:
+                self.proxy.get_master_address()
+            except MasterNotFoundError:
+                pass  # a failover under way: the connection's own checks refuse writes
+        return super().get_connection(*args, **kwargs)
+
+
+
 def failover_view(client: redis.Redis) -> FailoverView | None:
     """`NewestConfigSentinel.failover_view` of the master `client` follows; None for a
     client of one Redis (no Sentinel to fail over)."""
@@ -147,5 +176,5 @@ def redis_client(url: str, master_with_replica: bool = False, **options: Any) ->
                         sentinel_kwargs={**timeouts, "password": target.sentinel_password})
     if master_with_replica:
         options["connection_class"] = MasterWithReplicaConnection
-    return sentinel.master_for(target.master, db=target.db, password=target.password,
-                               **options)
+    return sentinel.master_for(target.master, connection_pool_class=MasterCheckedPool,
+                               db=target.db, password=target.password, **options)

@@ -224,6 +224,24 @@ def test_a_replica_promoted_away_between_two_reads_refuses_the_next_write(
         topology.wait_until(lambda: topology.replicas_online(master) == 2, "rejoined", 30)
 
 
+def test_a_connection_kept_to_a_replaced_master_is_not_read_from(tmp_path):
+    """The sentinels name another master while the old one lives on, still a master (as
+    when they replace one they cannot reach: here, told to monitor a promoted replica):
+    a connection the pool kept to it would go on reading its state; the pool asks the
+    sentinels again within MASTER_CHECK_S and drops it, so reads reach the new master."""
+    with SentinelTopology(tmp_path) as own:
+        client = connection.redis_client(own.url)
+        old = own.master()
+        assert client.info("server")["tcp_port"] == old.port  # a connection made and kept
+        promoted = next(s for s in own.servers if s.port != old.port)
+        promoted.client().replicaof("NO", "ONE")
+        for sentinel in own.sentinels:
+            sentinel.client().sentinel_remove(MASTER_NAME)
+            sentinel.client().sentinel_monitor(MASTER_NAME, "127.0.0.1", promoted.port, 2)
+        time.sleep(connection.MASTER_CHECK_S)
+        assert client.info("server")["tcp_port"] == promoted.port
+
+
 def test_a_replica_the_sentinels_could_promote_is_waited_for_until_listed(
         topology, monkeypatch):
     """A replica the master no longer lists, but the sentinels still could promote (pointed
