@@ -170,6 +170,9 @@ class Limits:
     default: int
     per_type: Mapping[str, int]
 
+    def __hash__(self) -> int:  # decisions kept per limits (`GpuTable.remember`)
+        return hash((self.default, tuple(sorted(self.per_type.items()))))
+
     def for_node(self, gpus: NodeGpus) -> int:
         limit = self.per_type.get(gpus.gpu_type or UNKNOWN_TYPE, self.default)
         return min(limit, gpus.share_slots) if gpus.share_slots > 0 else limit

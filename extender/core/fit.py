@@ -8,8 +8,9 @@ held GPUs). Per node: how many GPUs have room and the best fit among them (least
 free memory left, then the lowest index), as `room.usable_gpus` orders them.
 
 Needs and limits are looked up once per distinct layout, never per node. The
-result is kept on the table (`GpuTable.memo`), so prioritize reuses what
-filter computed for the same pod while the state it read is unchanged.
+result is kept on the table (`GpuTable.remember`), so prioritize reuses what
+filter computed for the same pod, and the holds the waiters' own fits, while the
+state it read is unchanged.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from extender.core.room import Holds, has_room
 from extender.model import Limits, Need, NodeGpus, type_of
 
 NO_INDEX = np.iinfo(np.int64).max
-MEMO_ENTRIES = 4  # pods' fits kept on a table (filter then prioritize of one pod: 1)
+MEMO_ENTRIES = 32  # fits kept on a table: a pod's, and the waiters' its holds weigh
 
 
 @dataclass(frozen=True)
@@ -57,18 +58,9 @@ def fit_rows(table: GpuTable, needs: Mapping[str, Need], limits: Limits,
              holds: Holds) -> Fit:
     """The job on every GPU row of `table`. Raises KeyError for a GPU type of a usable
     node that `needs` lacks (as the per-node code did)."""
-    key = ("fit", tuple(sorted(needs.items())), id(limits), tuple(sorted(holds.items())))
-    try:
-        cached = table.memo.get(key)
-    except TypeError:  # a need that cannot be hashed: nothing to share
-        return _fit_rows(table, needs, limits, holds)
-    if cached is not None and cached[0] is limits:
-        return cached[1]
-    fit = _fit_rows(table, needs, limits, holds)
-    if len(table.memo) >= MEMO_ENTRIES:  # a table can outlive many pods: keep the latest few
-        del table.memo[next(iter(table.memo))]
-    table.memo[key] = (limits, fit)
-    return fit
+    key = (type(needs), tuple(sorted(needs.items())), limits, tuple(sorted(holds.items())))
+    return table.remember("fit", key, lambda: _fit_rows(table, needs, limits, holds),
+                          MEMO_ENTRIES)
 
 
 def _fit_rows(table: GpuTable, needs: Mapping[str, Need], limits: Limits,

@@ -10,19 +10,20 @@ It is also the snapshot's ``Mapping[str, NodeState]``: a `NodeState` is only
 materialised when something asks for one node (a reason naming a held GPU, bind,
 the monitor). Built from `NodeState`s (`from_states`: tests, one-node requests,
 layouts a request claims) or, incrementally, by a worker's queue mirror
-(`extender.state.gpu_arrays`). Immutable once built; `memo` lets filter and
-prioritize of one pod share work on the same table.
+(`extender.state.gpu_arrays`). Immutable once built; `remember` lets filter and
+prioritize of one pod, and the requests that read the same table, share work on it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence, ValuesView
-from typing import Any, NamedTuple
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence, ValuesView
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
 from extender.model import GpuState, NodeGpus, NodeState, QueuedJob
 
+T = TypeVar("T")
 IntArray = np.ndarray
 FloatArray = np.ndarray
 _NO_RANK = np.iinfo(np.int64).max
@@ -195,6 +196,23 @@ class GpuTable(Mapping[str, NodeState]):
         if self._fit_order is None:
             self._fit_order = _order(self.shape.row_start, self.fit_rank)
         return self._fit_order
+
+    def remember(self, kind: str, key: Hashable, compute: Callable[[], T], keep: int) -> T:
+        """`compute()`, kept on this table under `kind` and `key` (the latest `keep` of that
+        kind): what follows from the table alone is the same for every request that reads
+        it, and a worker hands the same table to each request while nothing changed. A key
+        that cannot be hashed is computed and not kept."""
+        kept = self.memo.setdefault(kind, {})
+        try:
+            if key in kept:
+                return kept[key]
+        except TypeError:
+            return compute()
+        value = compute()
+        if len(kept) >= keep:
+            del kept[next(iter(kept))]
+        kept[key] = value
+        return value
 
     @property
     def roomy_rank(self) -> IntArray:

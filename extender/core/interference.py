@@ -200,6 +200,9 @@ class Alphas:
     learned: Mapping[str, float] = field(default_factory=dict)
     priors: bool = False  # types not learned yet: their architecture's (`prior_alpha`)
 
+    def __hash__(self) -> int:  # decisions kept per alphas (`GpuTable.remember`)
+        return hash((self.default, tuple(sorted(self.learned.items())), self.priors))
+
     def of(self, gpus: NodeGpus | None) -> float:
         if gpus is None or not (self.learned or self.priors):
             return self.default

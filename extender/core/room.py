@@ -35,6 +35,7 @@ from extender.settings import Settings
 
 BACKFILL_SLACK = 1.1  # a backfilled job may push the waiter's expected fit back 10 %
 SHORT_HOLDS = 8  # shorter waiters held for at once (each its own GPU); snapshots read as many
+WAITS_KEPT = 64  # waiters' waits kept on a table (`GpuTable.remember`): all a request weighs
 
 
 @dataclass(frozen=True)
@@ -114,28 +115,17 @@ def held_gpus(snapshot: ClusterSnapshot, limits: Limits, alphas: Alphas, uid: st
     if not due:
         return holds
     table = GpuTable.from_states(snapshot.nodes)
-    rows = np.arange(len(table.gpu_jobs))
-    remaining, mib_held = jobs_ahead(table, rows, snapshot.now)
-    taken = np.zeros(len(rows), dtype=bool)
-    alpha = np.broadcast_to(alphas.rows(table), len(rows))
+    taken = np.zeros(len(table.gpu_jobs), dtype=bool)
+    alpha = np.broadcast_to(alphas.rows(table), len(taken))
     for n, waiter in enumerate(due):
-        mib = np.full(len(table.layouts), np.nan)
-        seconds = np.full(len(table.layouts), np.nan)
-        limit = np.zeros(len(table.layouts), dtype=np.int64)
-        for i, gpus in enumerate(table.layouts):
-            if gpus is not None and type_of(gpus) in waiter.needs:
-                mib[i], seconds[i] = waiter.needs[type_of(gpus)]
-                limit[i] = limits.for_node(gpus)
-        candidate = ~np.isnan(mib[table.gpu_layout]) & ~taken
-        if not candidate.any():
+        key = (waiter.uid, tuple(sorted(waiter.needs.items())), limits, alphas, snapshot.now)
+        row_mib, row_seconds, row_limit, wait = table.remember(
+            "waits", key, lambda: _waits_of(table, waiter, limits, alphas, snapshot.now),
+            WAITS_KEPT)
+        if taken.any():
+            wait = np.where(taken, np.inf, wait)
+        if not (wait < math.inf).any():
             continue
-        row_mib, row_limit = mib[table.gpu_layout], limit[table.gpu_layout]
-        wait = np.full(len(rows), np.inf)
-        wait[candidate] = waits_until_fit_s(
-            remaining[candidate], mib_held[candidate], table.gpu_jobs[candidate],
-            table.gpu_free[candidate], table.gpu_capacity[candidate], row_mib[candidate],
-            row_limit[candidate], alpha[candidate])
-        row_seconds = seconds[table.gpu_layout]
         if waiter.members > 1:
             rows_held, soonest = _soonest_members(table, wait, waiter.gpus, waiter.members)
         elif waiter.gpus > 1:
@@ -154,6 +144,31 @@ def held_gpus(snapshot: ClusterSnapshot, limits: Limits, alphas: Alphas, uid: st
                                                            float(alpha[row]),
                                                            int(row_limit[row]), n >= aged)
     return holds
+
+
+def _waits_of(table: GpuTable, waiter: Waiter, limits: Limits, alphas: Alphas,
+              now: float) -> tuple[np.ndarray, ...]:
+    """Per row of `table`: the waiter's padded MiB, seconds and collocation limit there (NaN,
+    NaN, 0 on a GPU type it was not estimated for), and the seconds until it fits there,
+    jobs played forward from `now` (inf where it cannot go)."""
+    mib = np.full(len(table.layouts), np.nan)
+    seconds = np.full(len(table.layouts), np.nan)
+    limit = np.zeros(len(table.layouts), dtype=np.int64)
+    for i, gpus in enumerate(table.layouts):
+        if gpus is not None and type_of(gpus) in waiter.needs:
+            mib[i], seconds[i] = waiter.needs[type_of(gpus)]
+            limit[i] = limits.for_node(gpus)
+    row_mib, row_limit = mib[table.gpu_layout], limit[table.gpu_layout]
+    candidate = np.flatnonzero(~np.isnan(row_mib))
+    wait = np.full(len(row_mib), np.inf)
+    if len(candidate):
+        remaining, mib_held = jobs_ahead(table, candidate, now)
+        alpha = np.broadcast_to(alphas.rows(table), len(row_mib))
+        wait[candidate] = waits_until_fit_s(
+            remaining, mib_held, table.gpu_jobs[candidate], table.gpu_free[candidate],
+            table.gpu_capacity[candidate], row_mib[candidate], row_limit[candidate],
+            alpha[candidate])
+    return row_mib, seconds[table.gpu_layout], row_limit, wait
 
 
 def held_rows(table: GpuTable, holds: Holds) -> list[int]:
