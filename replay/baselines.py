@@ -40,6 +40,11 @@ class WholeGpuPolicy:
         self.aware = heterogeneity_aware
         self.oracle = heterogeneity_aware
 
+    def answer_key(self, job: SimJob) -> tuple:
+        """Blind to what a job runs, the default scheduler reads only how many GPUs it
+        needs and where it may run (`engine.answer_key`)."""
+        return job.shape if self.aware else (job.gpus, job.gpu_types)
+
     def place(self, job: SimJob, now: float, sim: Simulator) -> Choice | None:
         best, best_key = None, None
         for node in sim.nodes:

@@ -14,8 +14,9 @@ after that it has failed. JCT counts from the first arrival, so wasted runs cost
 
 Pending jobs are tried in submission order when they are submitted and again whenever
 a job ends (as kube-scheduler requeues unschedulable pods on cluster events); in one
-round, a job shape that was refused is not asked again (nothing frees memory within a
-round).
+round, a job whose answer key was refused is not asked again (nothing frees memory
+within a round): its shape, unless the policy says which of a job's fields its answer
+reads (`answer_key`).
 """
 
 from __future__ import annotations
@@ -73,6 +74,13 @@ class Policy(Protocol):
     def started(self, placement: Placement, now: float) -> None: ...
 
     def ended(self, placement: Placement, now: float, oom: bool) -> None: ...
+
+
+def answer_key(policy: Policy, job: SimJob) -> tuple:
+    """Jobs of one key get the same answer from `policy` at one instant: the job's shape,
+    or fewer of its fields where the policy reads fewer (its own ``answer_key``)."""
+    own = getattr(policy, "answer_key", None)
+    return own(job) if own is not None else job.shape
 
 
 @dataclass
@@ -154,13 +162,14 @@ class Simulator:
         refused: set[tuple] = set()
         left = []
         for job in pending:
-            if job.shape in refused or not (retry_all or (job.id, job.attempt) in fresh):
+            key = answer_key(self.policy, job)
+            if key in refused or not (retry_all or (job.id, job.attempt) in fresh):
                 left.append(job)  # nothing freed since it was refused: not asked again
                 continue
             self.decisions += 1
             choice = self.policy.place(job, now, self)
             if choice is None:
-                refused.add(job.shape)
+                refused.add(key)
                 left.append(job)
                 continue
             self._start(job, choice, now, outcomes[job.id])

@@ -68,3 +68,37 @@ def test_gpu_types_a_job_may_not_run_on_are_left_alone(world) -> None:
                    DeclaredMemoryPolicy("declared")):
         (outcome,) = Simulator(world, [LARGE, SMALL], policy).run([job])
         assert outcome.node == "small", policy.name
+
+
+class _AskedPerShape(WholeGpuPolicy):
+    """The default scheduler asked once per job shape, as the engine asks a policy that
+    names no answer key, counting the answers that `answer_key` would have spared."""
+
+    def __init__(self) -> None:
+        super().__init__("default")
+        self.asked: list[tuple[int, bool]] = []
+
+    def answer_key(self, job: SimJob) -> tuple:
+        return job.shape
+
+    def place(self, job, now, sim):  # type: ignore[no-untyped-def]
+        choice = super().place(job, now, sim)
+        self.asked.append((job.id, choice is None))
+        return choice
+
+
+def test_the_default_scheduler_is_asked_once_per_gpu_count_in_a_round(world) -> None:
+    """Jobs of many shapes wait for the one GPU: asked per shape, each is refused again at
+    every job end; asked per GPU count (its answer key), one is, and every job still starts
+    and ends as before."""
+    jobs = [SimJob(i, 0, "resnet18", "train", 8, 1 + i % 5) for i in range(12)]
+    per_shape = _AskedPerShape()
+    shaped = Simulator(world, [SMALL], per_shape)
+    by_shape = shaped.run(jobs)
+    keyed = Simulator(world, [SMALL], WholeGpuPolicy("default"))
+    by_key = keyed.run(jobs)
+    assert [(o.placed_s, o.ended_s) for o in by_key] == [(o.placed_s, o.ended_s)
+                                                         for o in by_shape]
+    refused_again = sum(refused for _, refused in per_shape.asked)
+    assert refused_again > 11  # five shapes wait at each of the first ends
+    assert keyed.decisions == shaped.decisions - refused_again + 11  # one refusal per end
