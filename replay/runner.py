@@ -131,10 +131,10 @@ def replay_redis(env: Mapping[str, str]) -> Iterator[str]:
     with tempfile.TemporaryDirectory(prefix="schedtune-replay-") as tmp:
         settings = Settings.from_env({**env, "EXTENDER_STATE_DIR": tmp})
         embedded = None
-        if settings.embedded_redis_dir is not None:
-            embedded = EmbeddedRedis(settings.embedded_redis_dir, appendonly=False)
-            embedded.start()
-        try:
+        try:  # a replay stopped while the server starts stops it too
+            if settings.embedded_redis_dir is not None:
+                embedded = EmbeddedRedis(settings.embedded_redis_dir, appendonly=False)
+                embedded.start()
             yield settings.store_url
         finally:
             if embedded is not None:

@@ -24,7 +24,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 # Run as `python scripts/replay.py`, Python puts scripts/ first on the path, where this
@@ -215,7 +217,24 @@ def _orders(args: argparse.Namespace, workload: str, jobs):  # type: ignore[no-u
     return {i: shuffle_order(jobs, i) for i in range(1, args.orders + 1)}
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # `schedtune` says "interrupted", as for Ctrl-C
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The replay, stopped by SIGTERM (`timeout`, `kill`, a job's end) as by Ctrl-C: its
+    embedded Redis and temporary directory go with it (with SIGTERM's default action a
+    redis-server outlived each replay)."""
+    if threading.current_thread() is not threading.main_thread():
+        return _main(argv)
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return _main(argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.combine:

@@ -141,3 +141,34 @@ def test_ours_is_the_extender_as_the_environment_configures_it(capsys, tmp_path,
     assert replay.main([*SMALL, "--jobs", "10", "--data", str(tmp_path), "--policies",
                         "ours"]) == 2
     assert "EXTENDER_SCORING='nope'" in capsys.readouterr().err
+
+
+def test_a_terminated_replay_takes_its_embedded_redis_with_it(tmp_path) -> None:
+    """SIGTERM (as `timeout` or a job's end sends it) stops a replay as Ctrl-C does: one
+    line, exit 130, and no redis-server or temporary directory left behind."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    env.pop("REDIS_URL", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scripts.cli", "replay", "--workload", "generated", "--jobs",
+         "100000", "--rate", "600", "--data", str(tmp_path / "none"), "--policies", "ours"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline, redis_pids = time.monotonic() + 120, []
+    while not redis_pids and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+        children = f"/proc/{proc.pid}/task/{proc.pid}/children"
+        redis_pids = [int(pid) for pid in open(children).read().split()
+                      if "redis-server" in open(f"/proc/{pid}/cmdline").read()] \
+            if os.path.exists(children) else []
+    assert redis_pids, proc.stderr.read() if proc.poll() is not None else "no redis-server"
+    time.sleep(0.5)  # Popen has returned: the replay knows its server
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and err.strip().endswith("schedtune replay: interrupted")
+    assert not any(os.path.exists(f"/proc/{pid}") for pid in redis_pids)
+    assert not list(tmp_path.glob("schedtune-replay-*"))
