@@ -1,15 +1,10 @@
-"""Gang replay: distributed trainings (gangs) beside single pods on a mixed cluster.
+"""Gang replay: distributed trainings (gangs) beside single pods on a mixed cluster; the
+simulator and the policies (the workload and its truth: `replay.gang_workload`; the
+figures over orders: `replay.gang_report`).
 
-A gang is `size` data-parallel workers, each a pod on `gpus` GPUs of one node, that
-train together: nothing runs until every worker is placed, and the gang ends with its
-slowest worker. The world's truth for a worker (`GangWorld`): the world's seconds for
-the job at its per-GPU batch on that GPU type, divided by its GPUs and by `size`
-(ideal scaling inside a node, as `extender.sizing` assumes), slowed by the jobs sharing
-its GPUs (the world's collocation law); across n > 1 nodes a ring all-reduce moves
-2 (n - 1) / n of the gradient (the model's parameters) over each node's link at
-`network_gbps` after every step (`extender.core.gang_plan.Communication`). Its memory:
-the world's peak at the per-GPU batch, plus the data-parallel buffers
-(`extender.sizing`'s gradient bucket and NCCL buffers) when it is distributed.
+A gang's workers train together: nothing runs until every worker is placed, and the gang
+ends with its slowest worker, slowed by the jobs sharing its GPUs (the world's
+collocation law) and by its all-reduce across nodes (`GangWorld`).
 
 Policies (`GANG_POLICIES`):
 
@@ -36,21 +31,17 @@ them again after the Job controller's back-off.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 import random
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from estimator.feature_table import FeatureTable
-from estimator.predict import Estimator
-from extender.core.gang_plan import Communication, plan_gang, training_steps
-from extender.model import GpuState, Need, NodeGpus, NodeState, PodDemand, QueuedJob
+from extender.core.gang_plan import plan_gang
+from extender.model import GpuState, Need, NodeState, PodDemand, QueuedJob
 from extender.settings import Settings
-from extender.sizing import DDP_BUCKETS, NCCL_MIB, Sizer
+from extender.sizing import Sizer
 from replay.baselines import WholeGpuPolicy
 from replay.engine import (
     BACKOFF_CAP_S,
@@ -64,123 +55,13 @@ from replay.engine import (
     Simulator,
     metrics,
 )  # fmt: skip
-from replay.workloads import generated_workload, shuffle_order
+from replay.gang_workload import NETWORK_GBPS, GangJob, GangWorld, node_layout
+from replay.workloads import shuffle_order
 from replay.world import SimJob, World
 
-GANG_CLUSTER = "T4:6x8,A10:4x4,L4:4x8,A100-80GB:2x8"
 GANG_POLICIES = ("ours", "one-at-a-time", "gang-blind")
-NETWORK_GBPS = 25.0  # each node's link (a 25 GbE NIC), the slowest of the ring
 RENDEZVOUS_TIMEOUT_S = 600.0  # torchrun's default rendezvous join timeout
-SIZES = (2, 16)  # workers per gang, inclusive
-MEMBER_GPUS = (1, 2, 4, 8)
-MAX_GANG_GPUS = 32
-PER_GPU_BATCHES = (16, 32, 64)
-GANG_EPOCHS = (5, 10, 20)
-SWEEP_FRACTION = 0.3  # gangs submitted as a sweep: copies of one gang at one instant
-SWEEP_COPIES = (2, 3)
 EPOCH_T0 = 1_800_000_000.0  # simulated t = 0 as the epoch seconds the extender's core reads
-#: Figures of the gang table, medians over the orders; lower is better for each.
-GANG_FIGURES = ("deadlocks", "partial_gang_gpu_s", "makespan_s", "avg_jct_s", "gang_avg_jct_s",
-                "oom_count", "unscheduled")
-
-
-@dataclass(frozen=True)
-class GangJob(SimJob):
-    """A job of `size` workers, each on `gpus` GPUs of one node (size 1: a single pod).
-    `batch`: per worker (split over its GPUs); `units`: epochs (train) or requests."""
-
-    size: int = 1
-
-    @property
-    def shape(self) -> tuple:
-        return (*super().shape, self.size)
-
-    @property
-    def per_gpu(self) -> SimJob:
-        """One GPU's share of a worker: the same job at the per-GPU batch (its id kept, so
-        the world's per-job noise is the job's)."""
-        if self.task != "train" or self.gpus == 1:
-            return SimJob(self.id, self.arrival_s, self.model, self.task, self.batch,
-                          self.units, self.attempt)
-        return SimJob(self.id, self.arrival_s, self.model, self.task,
-                      math.ceil(self.batch / self.gpus), self.units, self.attempt)
-
-    @property
-    def distributed(self) -> bool:
-        return self.task == "train" and self.size * self.gpus > 1
-
-
-def gang_workload(count: int, rate_per_min: float, seed: int, gang_fraction: float,
-                  nodes: Sequence[SimNode], train_fraction: float = 0.3,
-                  max_gang_gpus: int = MAX_GANG_GPUS,
-                  estimator: Estimator | None = None) -> list[GangJob]:
-    """`generated_workload`'s jobs, a `gang_fraction` of them turned into gangs (seeded):
-    a trainable model, 2-16 workers of 1-8 GPUs (at most `MAX_GANG_GPUS` in all, and no
-    more workers than the cluster's nodes could take at once), a per-GPU batch (halved
-    until the estimator's padded estimate of a worker fits the cluster's smallest card, as
-    an owner sizes a job for the cluster), epochs;
-    a `SWEEP_FRACTION` of them submitted as a sweep (2 or 3 copies at one instant, as a
-    hyper-parameter search submits them)."""
-    rng = random.Random(f"gangs:{seed}")
-    table = FeatureTable.load()
-    trainable = [m for m in table.models if "train" in table.tasks_for(m)]
-    widest = max(n.count for n in nodes)
-    sizer = Sizer(estimator or Estimator.load())
-    smallest = min(nodes, key=lambda n: n.memory_mib)
-    jobs = []
-    for job in generated_workload(count, rate_per_min, seed, train_fraction):
-        if rng.random() >= gang_fraction:
-            jobs.append(GangJob(**dataclasses.asdict(job)))
-            continue
-        size, gpus = rng.randint(*SIZES), rng.choice(MEMBER_GPUS)
-        while gpus > 1 and (size * gpus > max_gang_gpus or gpus > widest):
-            gpus //= 2
-        size = min(size, max_gang_gpus // gpus, sum(n.count // gpus for n in nodes))
-        model, batch = rng.choice(trainable), rng.choice(PER_GPU_BATCHES)
-        while batch > min(PER_GPU_BATCHES) and _worker_mib(
-                sizer, model, batch * gpus, gpus, smallest) > smallest.memory_mib:
-            batch //= 2
-        gang = GangJob(job.id, job.arrival_s, model, "train", batch * gpus,
-                       rng.choice(GANG_EPOCHS), gpus=gpus, size=size)
-        copies = rng.choice(SWEEP_COPIES) if rng.random() < SWEEP_FRACTION else 1
-        jobs.extend([gang] * copies)
-    return [dataclasses.replace(job, id=i) for i, job in enumerate(jobs)]
-
-
-def _worker_mib(sizer: Sizer, model: str, batch: int, gpus: int, node: SimNode) -> float:
-    demand = PodDemand("", "", "", model, "train", batch, 1, gpus=gpus)
-    return sizer.needs(demand, [_layout(node)], {})[node.gpu_type].padded_mib
-
-
-@dataclass
-class GangWorld:
-    """The truth of gangs in `world` (see the module docstring)."""
-
-    world: World
-    network_gbps: float = NETWORK_GBPS
-    _params: dict[str, float] = field(default_factory=dict)
-
-    def params_mib(self, model: str) -> float:
-        if model not in self._params:
-            table = self.world.estimator.table
-            self._params[model] = table.job_features(model, "train", 1).params_mb
-        return self._params[model]
-
-    def worker_s(self, job: GangJob, gpu_type: str) -> float:
-        """A worker's compute alone on `gpu_type`."""
-        return self.world.run_s(job.per_gpu, gpu_type) / (job.gpus * job.size)
-
-    def worker_mib(self, job: GangJob, gpu_type: str) -> float:
-        """True peak on each GPU of a worker."""
-        mib = self.world.peak_mib(job.per_gpu, gpu_type)
-        return mib + (DDP_BUCKETS * self.params_mib(job.model) + NCCL_MIB
-                      if job.distributed else 0.0)
-
-    def communication(self, job: GangJob) -> Communication:
-        if not job.distributed:
-            return Communication(0.0, 0, self.network_gbps)
-        return Communication(self.params_mib(job.model),
-                             training_steps(job.units, job.batch, job.size), self.network_gbps)
 
 
 @dataclass(eq=False)
@@ -381,11 +262,6 @@ class GangSimulator(Simulator):
         self.not_before[key] = now + min(BACKOFF_S * 2 ** (n - 1), BACKOFF_CAP_S)
 
 
-def _layout(node: SimNode) -> NodeGpus:
-    return NodeGpus(node.product, node.gpu_type, node.count, node.memory_mib,
-                    share_slots=node.slots)
-
-
 class PlanPolicy:
     """Gangs placed whole by `plan_gang` over the reservations this policy made (its
     ledger: the extender's store, in short); `blind`: the type-blind gang baseline."""
@@ -403,7 +279,7 @@ class PlanPolicy:
         self.sizer = Sizer(truth.world.estimator)
         by_name = {n.name: n for n in nodes}
         self.nodes = {name: by_name[name] for name in node_order or by_name}
-        self.layouts = {name: _layout(n) for name, n in self.nodes.items()}
+        self.layouts = {name: node_layout(n) for name, n in self.nodes.items()}
         self.ledger: dict[tuple[str, int], dict[str, QueuedJob]] = {}
         self.states: dict[str, NodeState] = {}
         self._needs: dict[tuple, dict[str, Need]] = {}
@@ -524,50 +400,3 @@ def run_gang_orders(jobs: list[GangJob], nodes: list[SimNode], world: World,
         per_order.append(done)
         progress(done)
     return per_order
-
-
-def medians(per_order: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
-    """Per policy, each of `GANG_FIGURES`: its median over the orders."""
-    out: dict[str, dict[str, float | None]] = {}
-    for policy in (per_order[0]["policies"] if per_order else {}):
-        out[policy] = {}
-        for figure in GANG_FIGURES:
-            values = [o["policies"][policy][figure] for o in per_order
-                      if o["policies"][policy].get(figure) is not None]
-            out[policy][figure] = round(statistics.median(values), 1) if values else None
-    return out
-
-
-def gains(policies: Mapping[str, Mapping[str, Any]], reference: str = "ours",
-          against: str = "gang-blind") -> dict[str, float | None]:
-    """How much lower `reference`'s median is than `against`'s, in % of `against`'s."""
-    out: dict[str, float | None] = {}
-    if reference not in policies or against not in policies:
-        return out
-    for figure in ("makespan_s", "avg_jct_s", "gang_avg_jct_s"):
-        mine, theirs = policies[reference].get(figure), policies[against].get(figure)
-        out[figure] = round(100 * (1 - mine / theirs), 1) if mine is not None and theirs \
-            else None
-    return out
-
-
-def render(report: Mapping[str, Any]) -> str:
-    """The gang table as the CLI prints it without --json."""
-    lines = [(f"workload {report['workload']}: {report['jobs']} jobs ({report['gangs']} gangs) "
-              f"on {report['cluster']['gpus']} GPUs ({', '.join(report['cluster']['types'])}); "
-              f"network {report['network_gbps']:g} Gb/s"),
-             f"world: {report['world']}", f"collocation law: {report['interference']}",
-             f"medians over {report['orders']} order(s)", "",
-             (f"{'policy':>14} {'deadlocks':>9} {'partial GPU-s':>13} {'makespan':>9} "
-              f"{'avg JCT':>8} {'gang JCT':>9} {'OOM':>4} {'unsched':>7}")]
-    for name, r in report["policies"].items():
-        lines.append(f"{name:>14} {r['deadlocks'] or 0:>9.0f} {r['partial_gang_gpu_s'] or 0:>13.0f} "
-                     f"{r['makespan_s'] or 0:>9.0f} {r['avg_jct_s'] or 0:>8.0f} "
-                     f"{r['gang_avg_jct_s'] or 0:>9.0f} {r['oom_count'] or 0:>4.0f} "
-                     f"{r['unscheduled'] or 0:>7.0f}")
-    gain = report.get("ours_vs_gang_blind_pct") or {}
-    if gain:
-        lines.append("")
-        lines.append("ours vs gang-blind (lower by): " + ", ".join(
-            f"{k.removesuffix('_s')} {v:+.1f} %" for k, v in gain.items() if v is not None))
-    return "\n".join(lines)

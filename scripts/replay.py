@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from estimator.reference.tables import DATA_HELP, find_data_dir  # noqa: E402
 from estimator.errors import EstimatorError  # noqa: E402
 from extender.settings import Settings, SettingsError  # noqa: E402
-from replay import gangs, openb  # noqa: E402
+from replay import gang_report, gang_workload, gangs, openb  # noqa: E402
 from replay.combine import combine  # noqa: E402
 from replay.folds import default_cache, train_folds  # noqa: E402
 from replay.orders import run_orders, summarise  # noqa: E402
@@ -84,9 +84,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="generated: jobs per minute (default 10; gangs 2)")
     parser.add_argument("--gang-fraction", type=float, default=0.25,
                         help="gangs: share of the arrivals that are gangs")
-    parser.add_argument("--network-gbps", type=float, default=gangs.NETWORK_GBPS,
+    parser.add_argument("--network-gbps", type=float, default=gang_workload.NETWORK_GBPS,
                         help="gangs: each node's network link, Gb/s")
-    parser.add_argument("--max-gang-gpus", type=int, default=gangs.MAX_GANG_GPUS,
+    parser.add_argument("--max-gang-gpus", type=int, default=gang_workload.MAX_GANG_GPUS,
                         help="gangs: GPUs of the largest gang")
     parser.add_argument("--train-fraction", type=float, default=0.3)
     parser.add_argument("--seed", type=int, default=7)
@@ -291,7 +291,7 @@ def _gangs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.error("--gang-fraction 0..1, --network-gbps 0.1..10000, --max-gang-gpus 2..1024")
     try:
         nodes = cluster_from_file(args.cluster_file, parse_collocation(args.collocation)) \
-            if args.cluster_file else parse_cluster(args.cluster or gangs.GANG_CLUSTER,
+            if args.cluster_file else parse_cluster(args.cluster or gang_workload.GANG_CLUSTER,
                                                      parse_collocation(args.collocation))
         settings = Settings.from_env(dict(extender_env(os.environ)))
     except (ReplayError, SettingsError, OSError) as exc:
@@ -303,8 +303,9 @@ def _gangs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                         startup_s=args.startup, startup_shares=not args.startup_alone,
                         interference=args.interference)
     world = scenario.build_world({n.gpu_type for n in nodes})
-    jobs = gangs.gang_workload(args.jobs, args.rate, args.seed, args.gang_fraction, nodes,
-                               args.train_fraction, args.max_gang_gpus, world.estimator)
+    jobs = gang_workload.gang_workload(args.jobs, args.rate, args.seed, args.gang_fraction,
+                                       nodes, args.train_fraction, args.max_gang_gpus,
+                                       world.estimator)
 
     def progress(done: dict) -> None:
         figures = ", ".join(f"{p} {r['deadlocks']}/{r['makespan_s']:.0f}/{r['avg_jct_s'] or 0:.0f}"
@@ -314,7 +315,7 @@ def _gangs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
     per_order = gangs.run_gang_orders(jobs, nodes, world, settings, args.orders,
                                       args.network_gbps, progress=progress)
-    policies = gangs.medians(per_order)
+    policies = gang_report.medians(per_order)
     sized = [j for j in jobs if j.size > 1]
     report = {"workload": f"gangs, {args.orders or 1} order(s)", "jobs": len(jobs),
               "gangs": len(sized), "orders": args.orders or 1,
@@ -325,9 +326,9 @@ def _gangs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
               **world.describe(), **scenario.describe(), "seed": args.seed,
               "gang_fraction": args.gang_fraction, "rate_per_min": args.rate,
               "rendezvous_timeout_s": gangs.RENDEZVOUS_TIMEOUT_S,
-              "policies": policies, "ours_vs_gang_blind_pct": gangs.gains(policies),
+              "policies": policies, "ours_vs_gang_blind_pct": gang_report.gains(policies),
               "versus": summarise(per_order)["versus"], "per_order": per_order}
-    print(json.dumps(report, indent=2) if args.json else gangs.render(report))
+    print(json.dumps(report, indent=2) if args.json else gang_report.render(report))
     return 0
 
 

@@ -8,16 +8,9 @@ import json
 import pytest
 
 from extender.settings import Settings
-from replay.gangs import (
-    GANG_FIGURES,
-    GANG_POLICIES,
-    GangJob,
-    GangSimulator,
-    GangWorld,
-    gang_workload,
-    make_gang_policy,
-    run_gang_policy,
-)  # fmt: skip
+from replay.gang_report import GANG_FIGURES
+from replay.gang_workload import GangJob, GangWorld, gang_workload
+from replay.gangs import GANG_POLICIES, GangSimulator, make_gang_policy, run_gang_policy
 from replay.scenario import Scenario
 from replay.workloads import parse_cluster
 from scripts import replay as cli
