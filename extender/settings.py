@@ -153,22 +153,28 @@ Environment variables (the manifests in k8s/ use exactly these names):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from estimator import portable
 from estimator.catalogue import CATALOGUE
+from extender.env_values import (
+    SettingsError,
+    choice,
+    directory,
+    number,
+    redis_target,
+    secret,
+    text_secret,
+)  # fmt: skip
 from extender.model import UNKNOWN_TYPE, Limits
 from extender.policies import DEFAULT_POLICY, POLICIES, ScoringPolicy, make_policy
-from extender.redis_url import SentinelTarget, parse_address, sentinel_url
 
 BIND_MODES = ("api", "record")
 NODE_AGENTS = ("none", "hami", "volcano")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL", "FATAL", "NOTSET")
-REDIS_SCHEMES = ("redis", "rediss", "unix")
 MAX_COLLOCATION = 1024  # pods per GPU
 GPU_TYPES = frozenset(CATALOGUE) | {UNKNOWN_TYPE}
 
@@ -176,10 +182,6 @@ GPU_TYPES = frozenset(CATALOGUE) | {UNKNOWN_TYPE}
 def embedded_redis_url(directory: Path) -> str:
     """The URL of the embedded redis-server kept in `directory` (its unix socket)."""
     return f"unix://{directory / 'redis.sock'}?db=0"
-
-
-class SettingsError(ValueError):
-    """An environment variable has a value the service cannot use."""
 
 
 @dataclass(frozen=True)
@@ -254,67 +256,67 @@ class Settings:
         """Validate once at startup; `SettingsError` names the variable."""
         get = env.get
         settings = cls(
-            redis_url=_redis_target(env),
-            redis_replicas=_number(env, "EXTENDER_REDIS_REPLICAS",
+            redis_url=redis_target(env),
+            redis_replicas=number(env, "EXTENDER_REDIS_REPLICAS",
                                    1 if get("REDIS_SENTINELS") else 0, int, 0, 16),
-            redis_replica_wait_ms=_number(env, "EXTENDER_REDIS_REPLICA_WAIT_MS", 500, int, 1,
+            redis_replica_wait_ms=number(env, "EXTENDER_REDIS_REPLICA_WAIT_MS", 500, int, 1,
                                           60_000),
             kubeconfig=get("KUBECONFIG") or None,
             state_dir=Path(get("EXTENDER_STATE_DIR", "var")),
-            bind_mode=_choice(env, "EXTENDER_BIND", "api", BIND_MODES),
-            node_agent=_choice(env, "EXTENDER_NODE_AGENT", "none", NODE_AGENTS),
-            agent_timeout_s=_number(env, "EXTENDER_AGENT_TIMEOUT_S", 300.0, float, 1, 86400),
-            gang_plan_ttl_s=_number(env, "EXTENDER_GANG_PLAN_TTL_S", 360.0, float, 5, 86400),
-            gang_network_gbps=_number(env, "EXTENDER_GANG_NETWORK_GBPS", 25.0, float, 0.1,
+            bind_mode=choice(env, "EXTENDER_BIND", "api", BIND_MODES),
+            node_agent=choice(env, "EXTENDER_NODE_AGENT", "none", NODE_AGENTS),
+            agent_timeout_s=number(env, "EXTENDER_AGENT_TIMEOUT_S", 300.0, float, 1, 86400),
+            gang_plan_ttl_s=number(env, "EXTENDER_GANG_PLAN_TTL_S", 360.0, float, 5, 86400),
+            gang_network_gbps=number(env, "EXTENDER_GANG_NETWORK_GBPS", 25.0, float, 0.1,
                                       10_000),
-            collocation=Limits(_number(env, "EXTENDER_COLLOCATION_LIMIT", 4, int, 1,
+            collocation=Limits(number(env, "EXTENDER_COLLOCATION_LIMIT", 4, int, 1,
                                        MAX_COLLOCATION),
                                _limits(get("EXTENDER_COLLOCATION_LIMITS", ""))),
-            interference_alpha=_number(env, "EXTENDER_INTERFERENCE_ALPHA", 0.47, float, 0, 10),
-            interference_learn=_choice(env, "EXTENDER_INTERFERENCE_LEARN", "1",
+            interference_alpha=number(env, "EXTENDER_INTERFERENCE_ALPHA", 0.47, float, 0, 10),
+            interference_learn=choice(env, "EXTENDER_INTERFERENCE_LEARN", "1",
                                        ("0", "1")) == "1",
-            time_learn=_choice(env, "EXTENDER_TIME_LEARN", "1", ("0", "1")) == "1",
-            interference_priors=_choice(
+            time_learn=choice(env, "EXTENDER_TIME_LEARN", "1", ("0", "1")) == "1",
+            interference_priors=choice(
                 env, "EXTENDER_INTERFERENCE_PRIORS",
                 "0" if "EXTENDER_INTERFERENCE_ALPHA" in env else "1", ("0", "1")) == "1",
-            reservation_ttl_s=_number(env, "EXTENDER_RESERVATION_TTL_S", 120.0, float, 1, 86400),
-            demand_ttl_s=_number(env, "EXTENDER_DEMAND_TTL_S", 900, int, 10, 7 * 86400),
-            max_body_bytes=_number(env, "EXTENDER_MAX_BODY_BYTES", 32 << 20, int, 1024, 1 << 30),
-            redis_timeout_s=_number(env, "EXTENDER_REDIS_TIMEOUT_S", 1.0, float, 0.05, 60),
-            estimator_design=_choice(env, "EXTENDER_ESTIMATOR_DESIGN", "ours",
+            reservation_ttl_s=number(env, "EXTENDER_RESERVATION_TTL_S", 120.0, float, 1, 86400),
+            demand_ttl_s=number(env, "EXTENDER_DEMAND_TTL_S", 900, int, 10, 7 * 86400),
+            max_body_bytes=number(env, "EXTENDER_MAX_BODY_BYTES", 32 << 20, int, 1024, 1 << 30),
+            redis_timeout_s=number(env, "EXTENDER_REDIS_TIMEOUT_S", 1.0, float, 0.05, 60),
+            estimator_design=choice(env, "EXTENDER_ESTIMATOR_DESIGN", "ours",
                                      ("ours", "paper-rfr")),
-            scoring=_choice(env, "EXTENDER_SCORING", DEFAULT_POLICY, tuple(POLICIES)),
-            hold_for=_number(env, "EXTENDER_HOLD_FOR", 1, int, 0, 64),
-            hold_after_s=_number(env, "EXTENDER_HOLD_AFTER_S", 900.0, float, 0, 7 * 86400),
-            short_first=_number(env, "EXTENDER_SHORT_FIRST", 4.0, float, 0, 1000),
-            wait_for_faster=_number(env, "EXTENDER_WAIT_FOR_FASTER", 1.5, float, 0, 1000),
-            share_if_pays=_choice(env, "EXTENDER_SHARE_IF_PAYS", "1", ("0", "1")) == "1",
-            wait_ttl_s=_number(env, "EXTENDER_WAIT_TTL_S", 600.0, float, 10, 86400),
-            decision_repeat_s=_number(env, "EXTENDER_DECISION_REPEAT_S", 600, int, 1, 86400),
-            prioritize_reuse_s=_number(env, "EXTENDER_PRIORITIZE_REUSE_S", 1.0, float, 0, 60),
-            price_ahead=_choice(env, "EXTENDER_PRICE_AHEAD", "1", ("0", "1")) == "1",
-            declared_default_s=_number(env, "EXTENDER_DECLARED_DEFAULT_S", 3600.0, float, 1,
+            scoring=choice(env, "EXTENDER_SCORING", DEFAULT_POLICY, tuple(POLICIES)),
+            hold_for=number(env, "EXTENDER_HOLD_FOR", 1, int, 0, 64),
+            hold_after_s=number(env, "EXTENDER_HOLD_AFTER_S", 900.0, float, 0, 7 * 86400),
+            short_first=number(env, "EXTENDER_SHORT_FIRST", 4.0, float, 0, 1000),
+            wait_for_faster=number(env, "EXTENDER_WAIT_FOR_FASTER", 1.5, float, 0, 1000),
+            share_if_pays=choice(env, "EXTENDER_SHARE_IF_PAYS", "1", ("0", "1")) == "1",
+            wait_ttl_s=number(env, "EXTENDER_WAIT_TTL_S", 600.0, float, 10, 86400),
+            decision_repeat_s=number(env, "EXTENDER_DECISION_REPEAT_S", 600, int, 1, 86400),
+            prioritize_reuse_s=number(env, "EXTENDER_PRIORITIZE_REUSE_S", 1.0, float, 0, 60),
+            price_ahead=choice(env, "EXTENDER_PRICE_AHEAD", "1", ("0", "1")) == "1",
+            declared_default_s=number(env, "EXTENDER_DECLARED_DEFAULT_S", 3600.0, float, 1,
                                        10**7),
-            models_dir=_directory(env, "EXTENDER_MODELS_DIR") or portable.MODELS_DIR,
-            event_rate=_number(env, "EXTENDER_EVENT_RATE", 5.0, float, 0.01, 1000),
-            event_burst=_number(env, "EXTENDER_EVENT_BURST", 25, int, 1, 10000),
-            node_watch=_choice(env, "EXTENDER_NODE_WATCH", "1", ("0", "1")) == "1",
-            log_level=_choice(env, "EXTENDER_LOG_LEVEL", "INFO", LOG_LEVELS, str.upper),
+            models_dir=directory(env, "EXTENDER_MODELS_DIR") or portable.MODELS_DIR,
+            event_rate=number(env, "EXTENDER_EVENT_RATE", 5.0, float, 0.01, 1000),
+            event_burst=number(env, "EXTENDER_EVENT_BURST", 25, int, 1, 10000),
+            node_watch=choice(env, "EXTENDER_NODE_WATCH", "1", ("0", "1")) == "1",
+            log_level=choice(env, "EXTENDER_LOG_LEVEL", "INFO", LOG_LEVELS, str.upper),
             bind_address=get("EXTENDER_BIND_ADDRESS", "127.0.0.1:8888"),
-            workers=_number(env, "EXTENDER_WORKERS", 2, int, 1, 64),
+            workers=number(env, "EXTENDER_WORKERS", 2, int, 1, 64),
             tls_cert_file=get("EXTENDER_TLS_CERT_FILE") or None,
             tls_key_file=get("EXTENDER_TLS_KEY_FILE") or None,
             tls_client_ca_file=get("EXTENDER_TLS_CLIENT_CA_FILE") or None,
-            auth_token=_text_secret(env, "EXTENDER_AUTH_TOKEN_FILE", 16) or None,
-            signing_key=_secret(env, "EXTENDER_SIGNING_KEY_FILE", 16) or None,
+            auth_token=text_secret(env, "EXTENDER_AUTH_TOKEN_FILE", 16) or None,
+            signing_key=secret(env, "EXTENDER_SIGNING_KEY_FILE", 16) or None,
             scheduler_name=get("EXTENDER_SCHEDULER_NAME", "schedtune-scheduler"),
-            worker_connections=_number(env, "EXTENDER_WORKER_CONNECTIONS", 1000, int, 10,
+            worker_connections=number(env, "EXTENDER_WORKER_CONNECTIONS", 1000, int, 10,
                                        100_000),
-            floor_raises=_number(env, "EXTENDER_FLOOR_RAISES", 3, int, 1, 1000),
-            floor_window_s=_number(env, "EXTENDER_FLOOR_WINDOW_S", 86400.0, float, 60,
+            floor_raises=number(env, "EXTENDER_FLOOR_RAISES", 3, int, 1, 1000),
+            floor_window_s=number(env, "EXTENDER_FLOOR_WINDOW_S", 86400.0, float, 60,
                                    365 * 86400),
-            reconcile_s=_number(env, "EXTENDER_RECONCILE_S", 300.0, float, 5, 86400),
-            monitor_port=_number(env, "EXTENDER_MONITOR_PORT", 9100, int, 1, 65535),
+            reconcile_s=number(env, "EXTENDER_RECONCILE_S", 300.0, float, 5, 86400),
+            monitor_port=number(env, "EXTENDER_MONITOR_PORT", 9100, int, 1, 65535),
         )  # fmt: skip
         if 0 < settings.short_first < 1:
             raise SettingsError(f"EXTENDER_SHORT_FIRST={env['EXTENDER_SHORT_FIRST']!r}: 0 (off) "
@@ -329,101 +331,6 @@ class Settings:
             raise SettingsError("EXTENDER_TLS_CLIENT_CA_FILE needs EXTENDER_TLS_CERT_FILE and "
                                 "EXTENDER_TLS_KEY_FILE (client certificates need HTTPS)")
         return settings
-
-
-def _choice(env: Mapping[str, str], key: str, default: str, accepted: tuple[str, ...],
-            normalise: Callable[[str], str] = str) -> str:
-    value = normalise(env.get(key, default))
-    if value not in accepted:
-        raise SettingsError(f"{key}={value!r}: expected one of {', '.join(accepted)}")
-    return value
-
-
-def _number(env: Mapping[str, str], key: str, default, kind, low, high):  # type: ignore[no-untyped-def]
-    raw = env.get(key)
-    if raw is None or raw == "":
-        return default
-    try:
-        if "_" in raw:  # Python reads "1_5" as 15
-            raise ValueError(raw)
-        value = kind(raw)
-    except ValueError:
-        raise SettingsError(f"{key}={raw!r}: expected a number in {low}..{high}") from None
-    if not low <= value <= high:
-        raise SettingsError(f"{key}={raw!r}: expected a number in {low}..{high}")
-    return value
-
-
-def _secret(env: Mapping[str, str], key: str, min_bytes: int) -> bytes:
-    """The contents of the file `key` names, surrounding whitespace stripped (b"": unset)."""
-    path = env.get(key)
-    if not path:
-        return b""
-    try:
-        value = Path(path).read_bytes().strip()
-    except OSError as exc:
-        raise SettingsError(f"{key}={path!r}: cannot read it ({exc.strerror})") from None
-    if len(value) < min_bytes:
-        raise SettingsError(f"{key}={path!r}: expected at least {min_bytes} bytes of secret")
-    return value
-
-
-def _text_secret(env: Mapping[str, str], key: str, min_bytes: int) -> str:
-    """`_secret` as text (a bearer token travels in an HTTP header: ASCII only)."""
-    value = _secret(env, key, min_bytes)
-    if not value.isascii():
-        raise SettingsError(f"{key}={env[key]!r}: the token must be ASCII text")
-    return value.decode()
-
-
-def _directory(env: Mapping[str, str], key: str) -> Path | None:
-    path = env.get(key)
-    if not path:
-        return None
-    if not Path(path).is_dir():
-        raise SettingsError(f"{key}={path!r}: not a directory")
-    return Path(path)
-
-
-def _redis_target(env: Mapping[str, str]) -> str | None:
-    """The one Redis URL of the environment: REDIS_URL (a single server), or the master
-    that REDIS_SENTINELS' sentinels name (`redis_url.sentinel_url`); never both."""
-    single, sentinels = env.get("REDIS_URL") or None, env.get("REDIS_SENTINELS", "").strip()
-    if not sentinels:
-        for key in ("REDIS_SENTINEL_MASTER", "REDIS_SENTINEL_PASSWORD", "REDIS_PASSWORD"):
-            if env.get(key):
-                raise SettingsError(f"{key} is set but REDIS_SENTINELS is not: put a single "
-                                    "Redis's password in REDIS_URL (redis://:password@host)")
-        return _redis_url(single)
-    if single:
-        raise SettingsError("REDIS_URL and REDIS_SENTINELS are both set: one Redis, or the "
-                            "master the sentinels name, not both")
-    try:
-        addresses = tuple(parse_address(item) for item in sentinels.split(",") if item.strip())
-    except ValueError as exc:
-        raise SettingsError(f"REDIS_SENTINELS={sentinels!r}: {exc} (host:port,host:port)") \
-            from None
-    master = env.get("REDIS_SENTINEL_MASTER", "mymaster").strip()
-    if not master or not master.isprintable() or " " in master:
-        raise SettingsError(f"REDIS_SENTINEL_MASTER={master!r}: a master name as the "
-                            "sentinels' configuration spells it (sentinel monitor NAME ...)")
-    db = _number(env, "REDIS_SENTINEL_DB", 0, int, 0, 15)
-    return sentinel_url(SentinelTarget(addresses, master, db, env.get("REDIS_PASSWORD") or None,
-                                       env.get("REDIS_SENTINEL_PASSWORD") or None))
-
-
-def _redis_url(url: str | None) -> str | None:
-    """REDIS_URL as redis-py reads it: redis://, rediss:// or unix://, a port in range."""
-    if url is None:
-        return None
-    try:
-        parsed = urlsplit(url)
-        parsed.port  # noqa: B018 (raises ValueError when it is not a port)
-    except ValueError as exc:
-        raise SettingsError(f"REDIS_URL={url!r}: {exc}") from None
-    if parsed.scheme not in REDIS_SCHEMES:
-        raise SettingsError(f"REDIS_URL={url!r}: expected a {', '.join(REDIS_SCHEMES)} URL")
-    return url
 
 
 def _limits(spec: str) -> dict[str, int]:
