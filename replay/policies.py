@@ -48,8 +48,7 @@ logging.getLogger("extender.cluster.monitor").setLevel(logging.CRITICAL)
 
 
 class KeepAliveHandler(WSGIRequestHandler):
-    """HTTP/1.1: the replay's one client keeps its connection, as kube-scheduler's does
-    (a new TCP connection per verb was a tenth of a replay's time)."""
+    """HTTP/1.1: the replay's one client keeps its connection, as kube-scheduler's does."""
 
     protocol_version = "HTTP/1.1"
 
