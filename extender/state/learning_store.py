@@ -57,7 +57,7 @@ class LearningRecords:
         """After a GPU OOM kill of `job_type` in `namespace`: that namespace's pods of the
         type reserve at least `mib` (capped at `cap_mib`) from now on, at most `max_raises`
         times per `window_s`; everyone's floor rises only on kills from two namespaces
-        (lua.RAISE_FLOOR). A floor only rises."""
+        (learning_lua.RAISE_FLOOR). A floor only rises."""
         model, task, batch, gpu = job_type.split("|")
         own, everyone, counted = self._call(
             self._raise_floor, keys=[floors_key(model, task, int(batch)),
@@ -75,7 +75,7 @@ class LearningRecords:
                     now: float) -> dict[str, float]:
         """After an OOM kill of `killed` (still reserved): on each of its GPUs, grow the bound
         and running jobs beside it so that they hold the GPU's capacity (`capacity_mib`: one
-        for all, or one per GPU of `killed.gpus`) less its reservation (lua.GROW_BESIDE).
+        for all, or one per GPU of `killed.gpus`) less its reservation (learning_lua.GROW_BESIDE).
         Returns MiB added per grown job's UID."""
         queues = [gpu_key(killed.node, index) for index in killed.gpus]
         capacities = ([capacity_mib] * len(queues) if isinstance(capacity_mib, int | float)

@@ -32,7 +32,7 @@ from extender.errors import Conflict, NotReplicated, StoreRefused, StoreUnavaila
 from extender.model import (
     ClusterSnapshot, FilterRecord, JobRecord, NodeGpus, NodeState, PodDemand, Reservation,
 )  # fmt: skip
-from extender.state import lua
+from extender.state import learning_lua, lua
 from extender.state.connection import redis_client
 from extender.state.decision_log import DecisionLog
 from extender.state.durability import ReplicaWait
@@ -98,10 +98,10 @@ class RedisStore(NodeLayouts, FilterRecords, LearningRecords, DecisionLog):
         self._adopt = client.register_script(lua.ADOPT)
         self._wait = client.register_script(lua.WAIT)
         self._tell = client.register_script(lua.TELL)
-        self._raise_floor = client.register_script(lua.RAISE_FLOOR)
-        self._raises_reset = client.register_script(lua.RAISES_RESET)
-        self._grow_beside = client.register_script(lua.GROW_BESIDE)
-        self._owner_run = client.register_script(lua.OWNER_RUN)
+        self._raise_floor = client.register_script(learning_lua.RAISE_FLOOR)
+        self._raises_reset = client.register_script(learning_lua.RAISES_RESET)
+        self._grow_beside = client.register_script(learning_lua.GROW_BESIDE)
+        self._owner_run = client.register_script(learning_lua.OWNER_RUN)
         self.gangs = GangStore(client, self._call, self._replicated)
         self.models = ModelStore(client, self._call)
         self._layout_cache: tuple[str | None, dict[str, NodeGpus]] = (None, {})
