@@ -58,6 +58,7 @@ def fit_rows(table: GpuTable, needs: Mapping[str, Need], limits: Limits,
              holds: Holds) -> Fit:
     """The job on every GPU row of `table`. Raises KeyError for a GPU type of a usable
     node that `needs` lacks (as the per-node code did)."""
+    # type(needs): a waiter's needs (`patience._WaiterNeeds`) also answer for types not listed
     key = (type(needs), tuple(sorted(needs.items())), limits, tuple(sorted(holds.items())))
     return table.remember("fit", key, lambda: _fit_rows(table, needs, limits, holds),
                           MEMO_ENTRIES)
