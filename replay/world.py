@@ -113,6 +113,7 @@ class World:
     measured_mib: dict[Key, float] = field(default_factory=dict)
     measured_unit_s: dict[Key, float] = field(default_factory=dict)
     estimator: Estimator = field(default_factory=Estimator.load)
+    _peaks: dict[Key, float] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def load(cls, data_dir: Path | None, startup_s: float = 10.0, **options) -> World:  # type: ignore[no-untyped-def]
@@ -150,6 +151,13 @@ class World:
         if job.from_trace:
             return job.declared_mib
         key = (job.model, job.task, job.batch, gpu)
+        peak = self._peaks.get(key)
+        if peak is None:
+            peak = self._peaks[key] = self._true_peak_mib(job, key)
+        return peak
+
+    def _true_peak_mib(self, job: SimJob, key: Key) -> float:
+        gpu = key[3]
         if key in self.measured_mib:
             base = self.measured_mib[key]
         else:
