@@ -52,6 +52,7 @@ from replay.workloads import (  # noqa: E402
 MIN_RATE, MAX_RATE = 1e-4, 1e4  # generated arrivals per second: hours apart .. 10k at once
 COMBINE_OPTIONS = ("combine", "reference", "pool", "json", "plots")  # the rest are a replay's
 NO_DATA_HINT = "`schedtune data fetch` downloads the paper's; `schedtune data where` lists where"
+QUICK_JOBS = 400  # the main command's generated world without the reference data
 DEFAULT_POLICIES = ("default", "schedtune-paper", "gavel-like", "declared", "oracle", "ours")
 
 
@@ -79,7 +80,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--pod-file", default=openb.POD_FILE,
                         help="openb: which pod list of the trace directory")
     parser.add_argument("--jobs", type=int, default=None,
-                        help="generated workload size (default 1000; gangs 240)")
+                        help="generated workload size (default 1000; gangs 240; 400 when "
+                        "the workload is left to auto and the reference data is absent)")
     parser.add_argument("--rate", type=float, default=None,
                         help="generated: jobs per minute (default 10; gangs 2)")
     parser.add_argument("--gang-fraction", type=float, default=0.25,
@@ -163,13 +165,29 @@ def _writable_dir(path: Path) -> bool:
     return os.access(path, os.W_OK | os.X_OK)
 
 
+def _default_size(args: argparse.Namespace) -> None:
+    """The generated workload's size and rate where the arguments leave them out."""
+    if args.jobs is None:
+        args.jobs = 240 if args.workload == "gangs" else QUICK_JOBS if _quick(args) else 1000
+    if args.rate is None:
+        args.rate = 2.0 if args.workload == "gangs" else 10.0
+
+
+def _quick(args: argparse.Namespace) -> bool:
+    """Whether this is the main command without the reference data, whose generated world
+    (when no size is named) is small enough to replay in about a minute (`QUICK_JOBS`)."""
+    return args.workload == "auto" and not args.jobs_file and not has_paper_data(args.data)
+
+
 def _workload(parser: argparse.ArgumentParser, args: argparse.Namespace):  # type: ignore[no-untyped-def]
     """(name, jobs, nodes, world or None) as the arguments ask; `ReplayError` on bad files."""
     has_data = has_paper_data(args.data)
     workload = args.workload if args.workload != "auto" else ("paper" if has_data else "generated")
     if args.workload == "auto" and not has_data and not args.jobs_file:
-        print(f"no reference data under {args.data}: replaying a generated workload on "
-              f"{args.cluster or GENERATED_CLUSTER} ({NO_DATA_HINT})", file=sys.stderr)
+        print(f"no reference data under {args.data} ({NO_DATA_HINT}): replaying {args.jobs} "
+              f"generated jobs on {args.cluster or GENERATED_CLUSTER}"
+              + (" (`--workload generated` replays the 1000-job world)"
+                 if args.jobs == QUICK_JOBS else ""), file=sys.stderr)
     limits = parse_collocation(args.collocation)
     if workload == "openb":
         trace = openb.load(args.trace_dir, args.pod_file, limits)
@@ -244,10 +262,7 @@ def _main(argv: list[str] | None) -> int:
             parser.error(f"--combine replays nothing: leave out {', '.join(given)}")
         return _combine(args)
     args.data = find_data_dir(args.data)
-    if args.jobs is None:
-        args.jobs = 240 if args.workload == "gangs" else 1000
-    if args.rate is None:
-        args.rate = 2.0 if args.workload == "gangs" else 10.0
+    _default_size(args)
     _validate(parser, args)
     if args.workload == "gangs":
         return _gangs(parser, args)

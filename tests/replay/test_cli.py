@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from estimator.reference.tables import PAPER_DIR
 from scripts import replay
 
 SMALL = ["--workload", "generated", "--jobs", "40", "--rate", "60",
@@ -172,3 +173,23 @@ def test_a_terminated_replay_takes_its_embedded_redis_with_it(tmp_path) -> None:
     assert proc.returncode == 130 and err.strip().endswith("schedtune replay: interrupted")
     assert not any(os.path.exists(f"/proc/{pid}") for pid in redis_pids)
     assert not list(tmp_path.glob("schedtune-replay-*"))
+
+
+@pytest.mark.parametrize(("argv", "jobs"), [
+    ([], replay.QUICK_JOBS),  # the main command, no reference data: about a minute
+    (["--workload", "generated"], 1000),  # the world the README's tables replay
+    (["--jobs", "1000"], 1000),
+    (["--workload", "gangs"], 240),
+])
+def test_the_main_command_without_reference_data_replays_a_quick_world(tmp_path, argv,
+                                                                        jobs) -> None:
+    args = replay._parser().parse_args([*argv, "--data", str(tmp_path)])
+    replay._default_size(args)
+    assert args.jobs == jobs
+
+
+def test_with_reference_data_the_main_command_keeps_the_full_size(tmp_path) -> None:
+    (tmp_path / PAPER_DIR).mkdir()  # where the paper's files would be
+    args = replay._parser().parse_args(["--data", str(tmp_path)])
+    replay._default_size(args)
+    assert args.jobs == 1000
