@@ -61,7 +61,7 @@ from extender.core import decisions
 from extender.core.adoption import waiters_that_fit
 from extender.core.time_bias import learn_time_biases
 from extender.core.interference import (
-    Alphas, learn_alphas, runs_from_jobs, runs_from_observations,
+    Alphas, company, learn_alphas, runs_from_jobs, runs_from_observations,
 )  # fmt: skip
 from extender.errors import StoreRefused, StoreUnavailable
 from extender.metrics import (
@@ -281,9 +281,10 @@ class Monitor:
         runs = [*runs_from_observations(self.store.recent_observations(LEARN_FROM_RUNS)),
                 *runs_from_jobs(self.store.jobs(), self.clock())]
         priors = Alphas(self.settings.interference_alpha, {}, self.settings.interference_priors)
-        fits = learn_alphas(runs, priors.of_type)
+        beside = company(runs)
+        fits = learn_alphas(runs, priors.of_type, beside)
         learned = Alphas(priors.default, {t: f.alpha for t, f in fits.items()}, priors.priors)
-        biases = learn_time_biases(runs, learned.of_type)
+        biases = learn_time_biases(runs, learned.of_type, beside)
         self.store.set_alphas(fits.values(), biases)
         if fits:
             log.debug("collocation slowdowns refitted",

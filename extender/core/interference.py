@@ -169,12 +169,13 @@ def fit_alpha(company_x: np.ndarray, log_ratio: np.ndarray, prior: float) -> flo
     return float(GRID[int(np.argmin(posterior))])
 
 
-def learn_alphas(runs: list[ObservedRun], prior: float | Callable[[str], float]
-                 ) -> dict[str, AlphaFit]:
+def learn_alphas(runs: list[ObservedRun], prior: float | Callable[[str], float],
+                 company_x: np.ndarray | None = None) -> dict[str, AlphaFit]:
     """Alpha per GPU type with at least `MIN_RUNS` usable runs (see the module docstring);
-    `prior`: one for every type, or per type."""
+    `prior`: one for every type, or per type; `company_x`: the runs' `company` where the
+    caller has it."""
     prior_of = prior if callable(prior) else (lambda _: prior)
-    x = company(runs)
+    x = company(runs) if company_x is None else company_x
     by_type: dict[str, list[int]] = defaultdict(list)
     for i, run in enumerate(runs):
         if run.predicted_s > 0 and run.gpu_type:

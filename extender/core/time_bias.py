@@ -39,10 +39,11 @@ def bias_key(gpu_type: str, task: str, model: str = "") -> str:
     return f"{gpu_type}|{task}" + (f"|{model}" if model else "")
 
 
-def learn_time_biases(runs: list[ObservedRun], alpha_of: Callable[[str], float]
-                      ) -> dict[str, tuple[float, int]]:
-    """`bias_key` -> (log bias, runs it rests on), for every class with a usable run."""
-    x = company(runs)
+def learn_time_biases(runs: list[ObservedRun], alpha_of: Callable[[str], float],
+                      company_x: np.ndarray | None = None) -> dict[str, tuple[float, int]]:
+    """`bias_key` -> (log bias, runs it rests on), for every class with a usable run
+    (`company_x`: the runs' `company` where the caller has it)."""
+    x = company(runs) if company_x is None else company_x
     residual: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for i, run in enumerate(runs):
         task, _, model = run.job.partition("|")

@@ -16,6 +16,7 @@ from extender.state.keys import (
     DECISIONS_KEY, DECISIONS_MAXLEN, POSTERS_GROUP, TOLD_QUOTA, TOLD_QUOTA_PREFIX,
     TOLD_QUOTA_WINDOW_S,
 )  # fmt: skip
+from extender.state.lua import queue_script
 
 log = logging.getLogger("extender.state.store")
 
@@ -96,8 +97,7 @@ class DecisionLog:
                 keys += [f"st:told:{d.once_key}", TOLD_QUOTA_PREFIX + d.pod.partition("/")[0]]
             fields = ["kind", d.kind, "at", f"{now:.3f}", "uid", d.uid, "pod", d.pod,
                       "node", d.node, "message", d.message]
-            self._tell(keys=keys, args=[max(1, int(repeat_s)), DECISIONS_MAXLEN,
-                                        TOLD_QUOTA, TOLD_QUOTA_WINDOW_S, *fields],
-                       client=pipe)
+            queue_script(pipe, self._tell, keys, [max(1, int(repeat_s)), DECISIONS_MAXLEN,
+                                                  TOLD_QUOTA, TOLD_QUOTA_WINDOW_S, *fields])
             told += 1
         return told

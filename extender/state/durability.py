@@ -26,6 +26,7 @@ from typing import Any, Callable
 import redis
 
 from extender.state.connection import FailoverView, failover_view
+from extender.state.lua import queue_script
 
 ACK_LAG_S = 2  # a replica acknowledges every second; one silent longer is not waited for
 LEFT_MEMORY_S = 10.0  # a replica gone from the list is waited for (refusing) this long
@@ -94,7 +95,7 @@ def replicated(client: redis.Redis, script: Any, keys: list[str], args: list[Any
     if not replicas:
         return script(keys=keys, args=args), 0, None
     pipe = client.pipeline(transaction=False)
-    script(keys=keys, args=args, client=pipe)
+    queue_script(pipe, script, keys, args)
     pipe.wait(replicas, wait_ms)
     pipe.info("replication")
     reply, acknowledged, info = pipe.execute()

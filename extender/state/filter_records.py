@@ -12,6 +12,7 @@ import redis
 
 from extender.model import Decision, FilterRecord, PodDemand, Waiter
 from extender.state.keys import WAITING_KEY, demand_key
+from extender.state.lua import queue_script
 from extender.state.records import layout_from_row, live_waiters
 
 
@@ -56,7 +57,7 @@ class FilterRecords:
             entry = {"uid": waiter.uid, "pod": waiter.pod, "since": waiter.since,
                      "expires_at": expires_at, "needs": waiter.needs, "gpus": waiter.gpus,
                      "members": waiter.members}
-            self._wait(keys=[WAITING_KEY], client=pipe, args=[
+            queue_script(pipe, self._wait, [WAITING_KEY], [
                 waiter.uid, now, orjson.dumps(entry), repr(float(waiter.since)),
                 repr(float(expires_at)), repr(waiter.shortest_s)])
         self._tell_all(pipe, decisions, now, repeat_s)

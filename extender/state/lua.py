@@ -6,6 +6,16 @@ Reserved MiB and job counts are derived from the queue members' job hashes on
 every call, never kept as counters, so nothing can drift.
 """
 
+from typing import Any
+
+
+def queue_script(pipe: Any, script: Any, keys: list[str], args: list[Any]) -> None:
+    """Queue a registered `script` on a pipeline as EVAL with its text. redis-py queues
+    EVALSHA and asks SCRIPT EXISTS in a round trip of its own before every such
+    pipeline; the text (at most a few KB) costs less than that round trip, and no server
+    (a fresh master after a failover, a restarted Redis) can lack it."""
+    pipe.eval(script.script, len(keys), *keys, *args)
+
 LIVE = """
 local function touch(queue)
   if redis.call('EXISTS', 'st:epoch') == 0 then
