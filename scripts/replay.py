@@ -37,6 +37,7 @@ from estimator.reference.tables import DATA_HELP, find_data_dir  # noqa: E402
 from estimator.errors import EstimatorError  # noqa: E402
 from extender.settings import Settings, SettingsError  # noqa: E402
 from replay import gang_report, gang_workload, gangs, openb  # noqa: E402
+from scripts import replay_fgd  # noqa: E402
 from replay.combine import combine  # noqa: E402
 from replay.folds import default_cache, train_folds  # noqa: E402
 from replay.orders import run_orders, summarise  # noqa: E402
@@ -77,6 +78,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--jobs-file", type=Path)
     parser.add_argument("--trace-dir", type=Path, help="openb: the directory holding "
                         f"{openb.NODE_FILE} and {openb.POD_FILE}")
+    parser.add_argument("--protocol", choices=("fgd",), help="openb: FGD's evaluation "
+                        "(arrivals to 1.3x capacity, none leaving; FGD's baselines)")
     parser.add_argument("--pod-file", default=openb.POD_FILE,
                         help="openb: which pod list of the trace directory")
     parser.add_argument("--jobs", type=int, default=None,
@@ -263,6 +266,8 @@ def _main(argv: list[str] | None) -> int:
         return _combine(args)
     args.data = find_data_dir(args.data)
     _default_size(args)
+    if args.protocol == "fgd":
+        return replay_fgd.run(parser, args, list(DEFAULT_POLICIES))
     _validate(parser, args)
     if args.workload == "gangs":
         return _gangs(parser, args)
