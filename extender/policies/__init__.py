@@ -6,6 +6,7 @@ from extender.policies.base import ScoringPolicy
 from extender.policies.drain import Drain
 from extender.policies.marginal import Marginal
 from extender.policies.paper import Paper
+from extender.policies.settled import Settled
 from extender.policies.shared import Shared
 
 POLICIES: dict[str, type[ScoringPolicy]] = {
@@ -13,6 +14,7 @@ POLICIES: dict[str, type[ScoringPolicy]] = {
     Shared.name: Shared,
     Paper.name: Paper,
     Drain.name: Drain,
+    Settled.name: Settled,
 }
 DEFAULT_POLICY = Drain.name
 

@@ -51,7 +51,7 @@ def _matrices(gpus: list[GpuState], now: float) -> tuple[np.ndarray, np.ndarray]
     return remaining_array(predicted, started, now), mib
 
 
-@pytest.mark.parametrize("name", ["marginal", "shared", "paper"])
+@pytest.mark.parametrize("name", ["marginal", "shared", "paper", "settled"])
 @pytest.mark.parametrize("alpha", [0.47, 0.0, 1.0, 0.13])
 def test_policy_costs_on_arrays_equal_the_per_gpu_costs_exactly(name, alpha) -> None:
     rng, now = random.Random(f"{name}{alpha}"), 5000.0
