@@ -133,7 +133,8 @@ def _placements(table: GpuTable, fit: Fit, policy: ScoringPolicy, now: float,
         left_s = remaining_s(table.jobs_matrix(busy, width, table.jobs.predicted_s),
                              table.jobs_matrix(busy, width, table.jobs.started_at), now)
         cost[busy] = policy.costs_s(left_s, fit.work_s[busy],
-                                    alpha[busy] if isinstance(alpha, np.ndarray) else alpha)
+                                    alpha[busy] if isinstance(alpha, np.ndarray) else alpha,
+                                    table.gpu_jobs[busy])
     seg_gpus = fit.gpus[table.seg_starts]
     seg_room = fit.room_count[table.seg_nodes]
     single = (seg_gpus == 1) & (seg_room >= 1)

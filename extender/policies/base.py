@@ -77,19 +77,24 @@ class ScoringPolicy(ABC):
         return self if alpha == self.alpha else replace(self, alpha=alpha)
 
     def costs_s(self, remaining: np.ndarray, work_s: np.ndarray,
-                alpha: float | np.ndarray | None = None) -> np.ndarray:
+                alpha: float | np.ndarray | None = None,
+                jobs: np.ndarray | None = None) -> np.ndarray:
         """`cost_s` for many GPUs: row i is a GPU whose jobs have `remaining[i]` seconds of
         work left (queue order; 0 pads a shorter row), priced for a job of `work_s[i]` at
-        `alpha` (one per row, or one for all; None: the policy's own).
+        `alpha` (one per row, or one for all; None: the policy's own); `jobs[i]`: how
+        many jobs it holds, those past their prediction included (None: those with work
+        left).
 
         This default asks `cost_s` GPU by GPU; the registered policies override it with
         the same arithmetic in numpy (`extender.policies.timeline_arrays`)."""
         alphas = np.broadcast_to(self.alpha if alpha is None else alpha, len(remaining))
         costs = np.empty(len(remaining))
         for i, (row, work) in enumerate(zip(remaining.tolist(), work_s.tolist(), strict=True)):
-            jobs = tuple(QueuedJob("", 0.0, left) for left in row if left > 0)
-            costs[i] = self.with_alpha(float(alphas[i])).cost_s(GpuState("", 0, 0, jobs), work,
-                                                                 0.0)
+            queued = [QueuedJob("", 0.0, left) for left in row if left > 0]
+            if jobs is not None:  # those past their prediction: present, no work left
+                queued += [QueuedJob("", 0.0, 0.0, 1.0)] * (int(jobs[i]) - len(queued))
+            costs[i] = self.with_alpha(float(alphas[i])).cost_s(
+                GpuState("", 0, 0, tuple(queued)), work, 0.0)
         return costs
 
     def scores(self, placements: Mapping[str, Placement]) -> dict[str, float]:

@@ -48,5 +48,6 @@ class Drain(ScoringPolicy):
         return ends[-1] if ends else 0.0  # no work left at all: nothing to wait for
 
     def costs_s(self, remaining: np.ndarray, work_s: np.ndarray,
-                alpha: float | np.ndarray | None = None) -> np.ndarray:
+                alpha: float | np.ndarray | None = None,
+                jobs: np.ndarray | None = None) -> np.ndarray:
         return drain_times_s(remaining, work_s, self.alpha if alpha is None else alpha)

@@ -27,5 +27,6 @@ class Marginal(ScoringPolicy):
         return marginal_cost_s(work_s, [remaining_s(j, now) for j in gpu.jobs], self.alpha)
 
     def costs_s(self, remaining: np.ndarray, work_s: np.ndarray,
-                alpha: float | np.ndarray | None = None) -> np.ndarray:
+                alpha: float | np.ndarray | None = None,
+                jobs: np.ndarray | None = None) -> np.ndarray:
         return marginal_costs_s(remaining, work_s, self.alpha if alpha is None else alpha)

@@ -27,5 +27,6 @@ class Paper(ScoringPolicy):
         return sum(remaining_s(job, now) for job in gpu.jobs) + work_s
 
     def costs_s(self, remaining: np.ndarray, work_s: np.ndarray,
-                alpha: float | np.ndarray | None = None) -> np.ndarray:
+                alpha: float | np.ndarray | None = None,
+                jobs: np.ndarray | None = None) -> np.ndarray:
         return paper_costs_s(remaining, work_s)  # sums: no sharing played forward

@@ -8,6 +8,9 @@ job that is predicted to end soon looks almost free; when that job runs longer t
 predicted, or the next arrivals join it, the sharing lasts and every job on the GPU
 finishes late (processor sharing: k equal jobs all end at k times the run, where a queue
 would end them at 1, 2, .. k runs). The oracle baseline prices placements this way.
+
+A job that ran past its prediction (no work left by it) still shares the GPU: it counts
+among the k, with no delay charged for it (how long it has left is unknown).
 """
 
 from __future__ import annotations
@@ -28,10 +31,12 @@ class Settled(ScoringPolicy):
 
     def cost_s(self, gpu: GpuState, work_s: float, now: float) -> float:
         left = [r for r in (remaining_s(j, now) for j in gpu.jobs) if r > 0]
-        return work_s * (1 + self.alpha * len(left)) + self.alpha * sum(left)
+        return work_s * (1 + self.alpha * len(gpu.jobs)) + self.alpha * sum(left)
 
     def costs_s(self, remaining: np.ndarray, work_s: np.ndarray,
-                alpha: float | np.ndarray | None = None) -> np.ndarray:
+                alpha: float | np.ndarray | None = None,
+                jobs: np.ndarray | None = None) -> np.ndarray:
         a = self.alpha if alpha is None else alpha
         left = np.where(remaining > 0, remaining, 0.0)
-        return work_s * (1 + a * (left > 0).sum(axis=1)) + a * left.sum(axis=1)
+        company = (left > 0).sum(axis=1) if jobs is None else jobs
+        return work_s * (1 + a * company) + a * left.sum(axis=1)

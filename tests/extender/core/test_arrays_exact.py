@@ -62,8 +62,9 @@ def test_policy_costs_on_arrays_equal_the_per_gpu_costs_exactly(name, alpha) -> 
                                   + [0.0] * (remaining.shape[1] - len(g.jobs)) for g in gpus]
     work = np.array([rng.choice([rng.uniform(0.5, 3000), 60.0, 0.0]) for _ in gpus])
     expected = [policy.cost_s(g, w, now) for g, w in zip(gpus, work.tolist(), strict=True)]
-    assert policy.costs_s(remaining, work).tolist() == expected
-    assert ScoringPolicy.costs_s(policy, remaining, work).tolist() == expected  # the default
+    jobs = np.array([len(g.jobs) for g in gpus])  # those past their prediction included
+    assert policy.costs_s(remaining, work, jobs=jobs).tolist() == expected
+    assert ScoringPolicy.costs_s(policy, remaining, work, jobs=jobs).tolist() == expected
 
 
 def test_waits_until_a_job_fits_on_arrays_equal_the_per_gpu_waits_exactly() -> None:

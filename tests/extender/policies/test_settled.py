@@ -31,3 +31,10 @@ def test_a_fast_gpu_shared_loses_to_an_idle_one_that_drain_would_pass_over() -> 
     fast_s, slow_s = 1000.0, 3000.0
     assert Drain(alpha=0.91).cost_s(busy, fast_s, 0.0) < slow_s
     assert Settled(alpha=0.91).cost_s(busy, fast_s, 0.0) > slow_s
+
+
+def test_a_job_past_its_prediction_still_shares_the_gpu() -> None:
+    """It has no work left by its prediction, but it runs: the job beside it is slowed."""
+    overran = GpuState("n", 0, 24576, (queued("late", 100, 600, started=1.0),))
+    assert Settled(alpha=0.5).cost_s(overran, 10, 5000.0) == pytest.approx(15)
+    assert Drain(alpha=0.5).cost_s(overran, 10, 5000.0) == pytest.approx(10)
