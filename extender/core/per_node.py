@@ -83,6 +83,15 @@ def node_verdict(node: NodeState, needs: Mapping[str, Need], limits: Limits,
                                        else (roomiest.free_mib, roomiest.index)))
 
 
+def idle_gpu_fits(node: NodeState, needs: Mapping[str, Need], limits: Limits,
+                  holds: Holds = NO_HOLDS) -> bool:
+    """Whether a GPU of `node` with no job could take the job now."""
+    if node.gpus is None or node.gpus.count == 0 or node.gpus.problem:
+        return False
+    need = needs[type_of(node.gpus)]
+    return any(not g.jobs for g in usable_gpus(node, need, limits.for_node(node.gpus), holds))
+
+
 def node_placement(node: NodeState, needs: Mapping[str, Need], limits: Limits, now: float,
                    policy: ScoringPolicy, holds: Holds = NO_HOLDS) -> Placement | None:
     """The node's price and the memory left on the GPUs bind would reserve (the cheapest,

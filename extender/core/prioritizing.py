@@ -65,6 +65,9 @@ def score_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: Li
         idle: dict[NodeGpus | None, Placement | None] = {}  # idle nodes: the layout decides
         placements: dict[str, Placement] = {}
         names = [name for name in snapshot.nodes if among is None or name in among]
+        if any(per_node.idle_gpu_fits(snapshot.nodes[name], needs, limits, holds)
+               for name in names):
+            policy = policy.beside_idle()
         for name in names:
             node = snapshot.nodes[name]
             if node.idle and name not in held_nodes:
@@ -127,6 +130,8 @@ def _placements(table: GpuTable, fit: Fit, policy: ScoringPolicy, now: float,
                       room_count=np.where(only, fit.room_count, 0))
     cost = np.full(len(fit.room), np.inf)
     cost[fit.room] = fit.work_s[fit.room]  # an idle GPU costs the job alone
+    if (fit.room & (table.gpu_jobs == 0)).any():
+        policy = policy.beside_idle()
     busy = np.flatnonzero(fit.room & (table.gpu_jobs > 0))
     if len(busy):
         width = int(table.gpu_jobs[busy].max())

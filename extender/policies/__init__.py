@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from extender.policies.base import ScoringPolicy
 from extender.policies.drain import Drain
+from extender.policies.idle_first import IdleFirst
 from extender.policies.marginal import Marginal
 from extender.policies.paper import Paper
 from extender.policies.settled import Settled
@@ -15,6 +16,7 @@ POLICIES: dict[str, type[ScoringPolicy]] = {
     Paper.name: Paper,
     Drain.name: Drain,
     Settled.name: Settled,
+    IdleFirst.name: IdleFirst,
 }
 DEFAULT_POLICY = Drain.name
 

@@ -72,6 +72,11 @@ class ScoringPolicy(ABC):
             raise ValueError("no GPU to cost")
         return best
 
+    def beside_idle(self) -> ScoringPolicy:
+        """The policy that prices busy GPUs while an idle GPU could take the job (this one,
+        unless a policy says otherwise: `idle_first`)."""
+        return self
+
     def with_alpha(self, alpha: float) -> ScoringPolicy:
         """This policy at another collocation slowdown (the GPU type's learned one)."""
         return self if alpha == self.alpha else replace(self, alpha=alpha)

@@ -65,3 +65,30 @@ def test_a_node_is_priced_on_the_gpu_bind_will_reserve() -> None:
     policy = make_policy("marginal", 0.47)
     placement = node_placement(node, {"RTX-3090": need}, LIMITS, 10.0, policy)
     assert placement == Placement(600, 24576 - 4000)  # the idle GPU, not the best fit
+
+
+@pytest.mark.parametrize("arrays", [False, True])
+def test_idle_first_prices_sharing_as_lasting_only_while_an_idle_gpu_could_take_the_job(
+        monkeypatch, arrays) -> None:
+    from extender.core import gpu_table
+
+    if arrays:  # two nodes judged at once, as a large request is
+        monkeypatch.setattr(gpu_table, "ARRAYS_FROM", 1)
+    # A fast GPU running a job with 2000 s left; an idle GPU three times slower.
+    fast = node_state("fast", [[queued("k", 1000, 2000, started=100)]], gpu_type="A100-80GB",
+                      memory=81920)
+    slow = node_state("slow", [[]], gpu_type="T4", memory=15360)
+    need = {"A100-80GB": Need(1000, 1000), "T4": Need(1000, 3000)}
+    snap = ClusterSnapshot(now=100.0, nodes={"fast": fast, "slow": slow})
+    drain = score_nodes(snap, need, Limits(4, {}), make_policy("drain", 0.91))
+    idle_first = score_nodes(snap, need, Limits(4, {}), make_policy("idle-first", 0.91))
+    # drain: the fast GPU empties after 1,910 + 1,000 s, before 3,000 s on the slow one.
+    assert drain["fast"] == 1.0 and drain["slow"] < 1.0
+    # idle-first: 1,910 s of ours plus 1,820 s of delay to k, against 3,000 s alone.
+    assert idle_first["slow"] == 1.0 and idle_first["fast"] == pytest.approx(3000 / 3730)
+    # With the slow GPU busy too, no idle GPU competes: busy GPUs priced as drain prices them.
+    busy_slow = node_state("slow", [[queued("m", 1000, 50, started=100)]], gpu_type="T4",
+                           memory=15360)
+    both_busy = ClusterSnapshot(now=100.0, nodes={"fast": fast, "slow": busy_slow})
+    assert score_nodes(both_busy, need, Limits(4, {}), make_policy("idle-first", 0.91)) \
+        == score_nodes(both_busy, need, Limits(4, {}), make_policy("drain", 0.91))
