@@ -65,9 +65,11 @@ def score_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: Li
         idle: dict[NodeGpus | None, Placement | None] = {}  # idle nodes: the layout decides
         placements: dict[str, Placement] = {}
         names = [name for name in snapshot.nodes if among is None or name in among]
-        if any(per_node.idle_gpu_fits(snapshot.nodes[name], needs, limits, holds)
-               for name in names):
-            policy = policy.beside_idle()
+        beside_idle = policy.beside_idle()
+        if beside_idle is not policy and any(  # only a policy that differs asks (not drain)
+                per_node.idle_gpu_fits(snapshot.nodes[name], needs, limits, holds)
+                for name in names):
+            policy = beside_idle
         for name in names:
             node = snapshot.nodes[name]
             if node.idle and name not in held_nodes:
