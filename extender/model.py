@@ -80,7 +80,9 @@ class PodInfo:
 class PodDemand:
     """What an annotated pod asks for. `units` = epochs (train) or requests (inference).
 
-    `model` is "" for a pod that only declares its memory (`declared_mib`, per GPU);
+    `model` is "" for a pod that only declares its memory (`declared_mib` per GPU, or
+    `declared_percent` of each GPU's memory, as KAI's gpu-fraction and HAMi's
+    gpumem-percentage ask);
     `gpus`: distinct GPUs of one node it needs at once. The transformer fields are 0 or
     "" when not annotated (the estimator's defaults apply); `transformer_annotations` names
     the ones annotated, at any value (false and defaults too). Flat, so it stores as JSON."""
@@ -93,6 +95,7 @@ class PodDemand:
     batch: int
     units: int
     declared_mib: int = 0
+    declared_percent: int = 0  # of each GPU's memory (``schedtune.io/gpu-memory: 50%``), 0: none
     expected_s: int = 0
     gpus: int = 1
     owner: str = ""

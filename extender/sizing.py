@@ -63,7 +63,10 @@ class Sizer:
         """Need per GPU type of `layouts` (nodes without a usable layout are skipped).
         `owner_s`: the observed seconds of the pod owner's earlier runs, if any. Raises
         `EstimatorError` (unknown model, bad job, `TooLarge`)."""
-        memory = {type_of(g): g.memory_mib for g in layouts if g is not None and g.count}
+        memory: dict[str, int] = {}  # per type, the largest (a share of it never falls short)
+        for g in layouts:
+            if g is not None and g.count:
+                memory[type_of(g)] = max(memory.get(type_of(g), 0), g.memory_mib)
         if demand.model in self.transformers:
             needs = self._transformer(demand, self.transformers[demand.model], sorted(memory))
         elif demand.model:
@@ -71,9 +74,9 @@ class Sizer:
             needs = self._predicted(demand, sorted(memory))
         else:
             seconds = demand.expected_s or owner_s or self.declared_default_s
-            needs = {t: Need(float(demand.declared_mib), float(seconds), seen=True)
+            needs = {t: Need(declared_mib(demand, memory[t]), float(seconds), seen=True)
                      for t in memory}
-        needs = {t: _declared(n, demand) for t, n in needs.items()}
+        needs = {t: _declared(n, declared_mib(demand, memory[t])) for t, n in needs.items()}
         needs = oom.apply_floors(demand, needs, floors) if demand.model else needs
         return {t: n if n.gpus == demand.gpus else replace(n, gpus=demand.gpus)
                 for t, n in needs.items()}
@@ -158,12 +161,19 @@ def _need(estimate: GpuEstimate, extra_mib: float, replicas: int) -> Need:
                 estimate_mib=padded)
 
 
-def _declared(need: Need, demand: PodDemand) -> Need:
+def declared_mib(demand: PodDemand, gpu_mib: int) -> float:
+    """The MiB the pod declares on a GPU of `gpu_mib`: as declared, or its percentage of
+    the GPU's memory (rounded up); 0 when it declares nothing."""
+    if demand.declared_percent:
+        return float(math.ceil(demand.declared_percent * gpu_mib / 100))
+    return float(demand.declared_mib)
+
+
+def _declared(need: Need, declared: float) -> Need:
     """The larger of what the pod declares and what was predicted."""
-    if not demand.declared_mib:
+    if not declared:
         return need
-    return replace(need, padded_mib=max(need.padded_mib, float(demand.declared_mib)),
-                   declared_mib=float(demand.declared_mib))
+    return replace(need, padded_mib=max(need.padded_mib, declared), declared_mib=declared)
 
 
 def check_fits_somewhere(demand: PodDemand, needs: Mapping[str, Need],

@@ -10,7 +10,8 @@
 | schedtune.io/batch-size             | integer 1..4096 (all GPUs together)    | 32 (train), 1 (inference)|
 | schedtune.io/epochs                 | integer 1..1000000 (LLMs: steps)       | 1 (train only)           |
 | schedtune.io/requests               | integer 1..1000000                     | 1000 (inference only)    |
-| schedtune.io/gpu-memory             | MiB per GPU, integer 1..1048576        | (none: predicted)        |
+| schedtune.io/gpu-memory             | MiB per GPU, integer 1..1048576, or    | (none: predicted)        |
+|                                     | N% of each GPU's memory, N in 1..100   |                          |
 | schedtune.io/expected-seconds       | integer 1..9999999                     | (observed, else default) |
 | schedtune.io/seq-len                | tokens, integer 1..1048576             | the model's default      |
 | schedtune.io/dtype                  | fp32, bf16, fp16, int8, int4           | bf16                     |
@@ -117,14 +118,29 @@ def _model(annotations: Mapping[str, Any]) -> str | None:
     return name
 
 
+def _declared_memory(annotations: Mapping[str, Any]) -> tuple[int, int]:
+    """``schedtune.io/gpu-memory`` as (MiB per GPU, 0) or, written ``N%``, (0, N): that
+    share of each GPU's memory (HAMi's ``nvidia.com/gpumem-percentage``, KAI's
+    ``gpu-fraction``); (0, 0) when absent."""
+    expected = f"MiB per GPU, an integer in 1..{MAX_DECLARED_MIB}, or N% of its memory, N in 1..100"
+    text = _text(annotations, GPU_MEMORY, expected)
+    if text is None or not text.endswith("%"):
+        return _integer(annotations, GPU_MEMORY, 0, MAX_DECLARED_MIB), 0
+    digits = text[:-1].strip()
+    if not (0 < len(digits) <= 3 and digits.isascii() and digits.isdigit()
+            and 1 <= int(digits) <= 100):
+        raise _refuse(GPU_MEMORY, annotations[GPU_MEMORY], expected)
+    return 0, int(digits)
+
+
 def parse_demand(pod: PodInfo) -> PodDemand | None:
     """The pod's demand from its annotations; None for pods that are not ours (neither
     ``schedtune.io/model`` nor ``schedtune.io/gpu-memory``). Raises `AnnotationError`
     naming the annotation to fix."""
     annotations = pod.annotations
     model = _model(annotations)
-    declared = _integer(annotations, GPU_MEMORY, 0, MAX_DECLARED_MIB)
-    if model is None and not declared:
+    declared, percent = _declared_memory(annotations)
+    if model is None and not (declared or percent):
         return None
     task = _choice(annotations, TASK, TASKS) or "train"
     batch = _integer(annotations, BATCH, DEFAULT_BATCH[task], MAX_BATCH)
@@ -150,7 +166,7 @@ def parse_demand(pod: PodInfo) -> PodDemand | None:
         rank = DEFAULT_LORA_RANK
     return PodDemand(
         pod.uid, pod.name, pod.namespace, model or "", task, batch, units,
-        declared_mib=declared, expected_s=_integer(annotations, EXPECTED_S, 0, MAX_EXPECTED_S),
+        declared_mib=declared, declared_percent=percent, expected_s=_integer(annotations, EXPECTED_S, 0, MAX_EXPECTED_S),
         gpus=max(1, pod.gpus), owner=pod.owner,
         seq_len=_integer(annotations, SEQ_LEN, 0, MAX_SEQ_LEN),
         dtype=_choice(annotations, DTYPE, DTYPES), train_mode=train_mode, lora_rank=rank,

@@ -58,6 +58,24 @@ def test_a_declared_pod_is_reserved_exactly_what_it_declares(client, binder, sto
     assert (job.model, job.reserved_mib, job.predicted_s) == ("", 30000.0, 900.0)
 
 
+def test_a_share_of_each_gpu_is_reserved_on_the_gpu_it_lands_on(client, binder, store) -> None:
+    """``50%``: half of whichever GPU bind picks (HAMi's gpumem-percentage, KAI's
+    gpu-fraction), rounded up; a 4-way time-sliced T4 holds two such pods, not a third."""
+    shared_t4 = make_node("small", "Tesla-T4", count=1, memory_mib=15360, replicas=4)
+    pod = make_pod(model=None, **{GPU_MEMORY: " 50% ", EXPECTED_S: "900"})
+    assert passed_nodes(_filter(client, pod, [EIGHT, shared_t4])) == ["eight", "small"]
+    annotations = _bind(client, binder, pod, "small")
+    assert annotations[RESERVED_MIB] == "7680"  # half of 15360
+    assert store.job(pod["metadata"]["uid"]).reserved_mib == 7680.0
+    second = make_pod(model=None, name="second", **{GPU_MEMORY: "50%"})
+    assert passed_nodes(_filter(client, second, [EIGHT, shared_t4])) == ["eight", "small"]
+    _bind(client, binder, second, "eight")
+    assert store.job(second["metadata"]["uid"]).reserved_mib == 20480.0  # half of 40960
+    third = make_pod(model=None, name="third", **{GPU_MEMORY: "60%"})
+    _bind(client, binder, make_pod(model=None, name="filler", **{GPU_MEMORY: "50%"}), "small")
+    assert passed_nodes(_filter(client, third, [shared_t4])) == []
+
+
 def test_a_declared_pod_larger_than_every_gpu_says_by_how_much(client) -> None:
     out = _filter(client, _declared(50000), [EIGHT, SMALL])
     reasons = set(out["FailedAndUnresolvableNodes"].values())
@@ -111,6 +129,9 @@ def test_the_monitor_records_a_declared_run_for_its_owner(store, clock, estimato
 @pytest.mark.parametrize("annotation, value, words", [
     (GPU_MEMORY, "0", "schedtune.io/gpu-memory='0' is invalid"),
     (GPU_MEMORY, "lots", "an integer in 1..1048576"),
+    (GPU_MEMORY, "101%", "or N% of its memory, N in 1..100"),
+    (GPU_MEMORY, "0%", "schedtune.io/gpu-memory='0%' is invalid"),
+    (GPU_MEMORY, "12.5%", "N in 1..100"),
     (EXPECTED_S, "-5", "schedtune.io/expected-seconds='-5' is invalid"),
 ])
 def test_bad_declared_values_are_refused_with_what_to_fix(client, annotation, value,

@@ -52,3 +52,17 @@ def test_a_transformer_model_with_declared_memory_keeps_them() -> None:
     demand = parse_demand(_pod(**{MODEL: "llama-3.1-8b", GPU_MEMORY: "30000",
                                   SEQ_LEN: "4096", CHECKPOINTING: "true"}))
     assert demand is not None and (demand.seq_len, demand.checkpointing) == (4096, True)
+
+
+@pytest.mark.parametrize("value, mib, percent", [("30000", 30000, 0), ("47%", 0, 47),
+                                                 (" 100% ", 0, 100), ("1 %", 0, 1)])
+def test_declared_memory_is_mib_or_a_share_of_each_gpu(value: str, mib: int,
+                                                        percent: int) -> None:
+    demand = parse_demand(_pod(**{GPU_MEMORY: value}))
+    assert demand is not None and (demand.declared_mib, demand.declared_percent) == (mib, percent)
+
+
+@pytest.mark.parametrize("value", ["%", "0%", "101%", "50%%", "-5%", "½%", "1e2%", "5 0%"])
+def test_a_share_that_is_not_1_to_100_percent_is_refused(value: str) -> None:
+    with pytest.raises(AnnotationError, match="N% of its memory, N in 1..100"):
+        parse_demand(_pod(**{GPU_MEMORY: value}))
