@@ -163,9 +163,10 @@ def _need(estimate: GpuEstimate, extra_mib: float, replicas: int) -> Need:
 
 def declared_mib(demand: PodDemand, gpu_mib: int) -> float:
     """The MiB the pod declares on a GPU of `gpu_mib`: as declared, or its percentage of
-    the GPU's memory (rounded up); 0 when it declares nothing."""
+    the GPU's memory in whole MiB, rounded down as HAMi computes gpumem-percentage (shares
+    that add up to 100 % fit one GPU); 0 when it declares nothing."""
     if demand.declared_percent:
-        return float(math.ceil(demand.declared_percent * gpu_mib / 100))
+        return float(demand.declared_percent * gpu_mib // 100)
     return float(demand.declared_mib)
 
 

@@ -43,9 +43,10 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -211,26 +212,40 @@ def figure_at(curve: Curve, share: float = 1.0) -> float:
 
 def run_protocol(trace_dir: Path | str, policies: Iterable[str] | None = None,
                  seeds: Iterable[int] = range(10), factor: float = 1.3,
-                 pod_file: str = POD_FILE, mode: str = "simulator") -> dict:
+                 pod_file: str = POD_FILE, mode: str = "simulator",
+                 make: Callable[[str, Pods], Any] | None = None) -> dict:
     """Each policy on each seed's workload (the same workload and node ranks for every
     policy of a seed, as in the simulator); per policy the median over seeds of the
-    unallocated GPU % at 100 % arrived, the per-seed values, failed pods and timings."""
+    unallocated GPU % at 100 % arrived, the per-seed values, failed pods and timings
+    (`decisions_per_s`: arrivals decided per second of wall time, all seeds together).
+    `make(name, pods)`: a fresh policy (default: `fgd_policies.make_policy`); one with a
+    ``close`` method is closed after its run."""
     from replay.fgd_policies import POLICIES, make_policy
 
+    make = make or make_policy
     nodes, pods = load_trace(trace_dir, pod_file)
     names = list(policies) if policies is not None else list(POLICIES)
     seeds = list(seeds)
     out: dict = {}
     for name in names:
-        out[name] = {"per_seed": {}, "failed_pods": {}, "seconds": {},
+        out[name] = {"per_seed": {}, "failed_pods": {}, "seconds": {}, "decided": 0,
                      "published": PUBLISHED_UNALLOCATED_PCT.get(name)}
     for seed in seeds:
         arrivals = pods.take(sample_workload(pods, nodes.capacity_milli, seed, factor, mode))
         for name in names:
-            policy = make_policy(name, pods)
-            start = time.process_time()
-            curve = run(policy, nodes, arrivals, seed)
-            out[name]["seconds"][seed] = round(time.process_time() - start, 2)
+            policy = make(name, pods)
+            start = time.perf_counter()
+            try:
+                curve = run(policy, nodes, arrivals, seed)
+            finally:
+                if hasattr(policy, "close"):
+                    policy.close()
+            out[name]["seconds"][seed] = round(time.perf_counter() - start, 2)
+            out[name]["decided"] += len(arrivals)
+            if hasattr(policy, "decisions"):  # decided through HTTP (`fgd_extender`)
+                http = out[name].setdefault("http", {"decisions": 0, "seconds": 0.0})
+                http["decisions"] += policy.decisions
+                http["seconds"] += policy.seconds
             out[name]["per_seed"][seed] = figure_at(curve, 1.0)
             out[name]["failed_pods"][seed] = int((~curve.placed).sum())
             out[name].setdefault("curves", {})[seed] = [figure_at(curve, pct / 100)
@@ -239,6 +254,13 @@ def run_protocol(trace_dir: Path | str, policies: Iterable[str] | None = None,
         values = list(out[name]["per_seed"].values())
         out[name]["unallocated_gpu_pct_at_100"] = round(statistics.median(values), 3)
         out[name]["seconds_total"] = round(sum(out[name]["seconds"].values()), 2)
+        decided = out[name].pop("decided")
+        out[name]["decisions_per_s"] = round(decided / max(out[name]["seconds_total"], 1e-9), 1)
+        if "http" in out[name]:
+            http = out[name].pop("http")
+            out[name]["http_decisions"] = http["decisions"]
+            out[name]["http_decisions_per_s"] = round(
+                http["decisions"] / max(http["seconds"], 1e-9), 1)
         curves = np.array(list(out[name].pop("curves").values()))
         out[name]["curve"] = {"arrived_pct": list(CURVE_PCT),
                               "unallocated_pct_median": np.median(curves, axis=0).round(3).tolist()}

@@ -144,11 +144,17 @@ class ExtenderPolicy:
         return self.pods[key]
 
     def place(self, job: SimJob, now: float, sim: Simulator) -> Choice | None:
-        started = time.perf_counter()
         self.clock.now = EPOCH + now
-        pod = self._pod(job)
-        url = self.urls[self.route(job)]
         allowed = [n for n in self.names if job.may_run_on(self.gpu_types[n])]
+        return self.decide(self._pod(job), allowed, self.urls[self.route(job)])
+
+    def decide(self, pod: dict[str, Any], allowed: list[str], url: str | None = None
+               ) -> Choice | None:
+        """Filter over the `allowed` nodes, prioritize those that passed, bind the first of
+        the highest score, as kube-scheduler does (None: no node passed, or bind refused);
+        the node and GPUs bind reserved. `url`: the app that decides (default: the first)."""
+        started = time.perf_counter()
+        url = url or next(iter(self.urls.values()))
         try:
             result = self._post(url, "filter", encode_extender_args(pod, node_names=allowed))
             if result.get("Error"):

@@ -60,7 +60,7 @@ def test_a_declared_pod_is_reserved_exactly_what_it_declares(client, binder, sto
 
 def test_a_share_of_each_gpu_is_reserved_on_the_gpu_it_lands_on(client, binder, store) -> None:
     """``50%``: half of whichever GPU bind picks (HAMi's gpumem-percentage, KAI's
-    gpu-fraction), rounded up; a 4-way time-sliced T4 holds two such pods, not a third."""
+    gpu-fraction), rounded down to whole MiB as HAMi does; a 4-way time-sliced T4 holds two such pods, not a third."""
     shared_t4 = make_node("small", "Tesla-T4", count=1, memory_mib=15360, replicas=4)
     pod = make_pod(model=None, **{GPU_MEMORY: " 50% ", EXPECTED_S: "900"})
     assert passed_nodes(_filter(client, pod, [EIGHT, shared_t4])) == ["eight", "small"]

@@ -267,7 +267,10 @@ def test_the_cli_reports_each_baseline_against_the_published_figure(capsys, tmp_
     report = json.loads(capsys.readouterr().out)
     assert report["protocol"] == "fgd" and report["seeds"] == [1, 2]
     assert set(report["policies"]) == {"random", "dot-product", "clustering", "packing",
-                                       "best-fit", "fgd"}
+                                       "best-fit", "fgd", "ours"}
+    ours = report["policies"]["ours"]
+    assert ours["published"] is None and ours["decisions_per_s"] > 0
+    assert 0 <= ours["unallocated_gpu_pct_at_100"] <= 100
     best = report["policies"]["best-fit"]
     assert best["published"] == 7.09 and set(best["per_order"]) == {"1", "2"}
     assert best["unallocated_gpu_pct_at_100"] == pytest.approx(
@@ -280,7 +283,7 @@ def test_the_cli_reports_each_baseline_against_the_published_figure(capsys, tmp_
     ["--protocol", "fgd", "--workload", "generated"],
     ["--protocol", "fgd", "--workload", "openb"],  # no trace
     ["--protocol", "fgd", "--workload", "openb", "--trace-dir", str(TRACE), "--policies",
-     "ours"],
+     "default", "ours"],
 ])
 def test_the_cli_refuses_what_the_protocol_does_not_replay(capsys, argv) -> None:
     from scripts import replay

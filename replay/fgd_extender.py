@@ -1,0 +1,131 @@
+"""Ours on FGD's protocol (`replay.fgd_protocol`): every GPU pod decided by the extender over
+HTTP, as kube-scheduler would call it, the others by kube-scheduler's own default scoring.
+
+What kube-scheduler does before it calls the extender is done here, from its defaults:
+NodeResourcesFit (CPU and memory requests within what the node has left) and the pod's
+``gpu_spec`` as a node affinity on the GPU product label. The extender is then asked, in
+names mode as shipped (``nodeCacheCapable: true``), filter over those nodes, prioritize over
+the ones that passed, and bind to the first of the highest score. Its node layouts are the
+ones the node watcher would write: each GPU node's product (`replay.openb.GPU_CODES`),
+count and memory, shared by memory up to `SLOTS_PER_GPU` pods a GPU.
+
+A trace pod asking a share of one GPU (``gpu_milli`` < 1000) declares that share of the GPU's
+memory, ``schedtune.io/gpu-memory: N%`` (N = gpu_milli / 10, rounded up: openb's shares
+are whole percents); a pod asking k whole GPUs declares ``100%`` with ``nvidia.com/gpu: k``. It
+declares no run time: every placement costs the same time, and the extender's scoring
+policy and its tie-break decide. A pod the extender places nowhere fails, as in FGD's
+protocol, and is deleted (the monitor drops it from the waiting pods, so it holds nothing).
+
+A pod asking no GPU is not ours: the extender passes it untouched, and kube-scheduler's
+default score plugins place it: NodeResourcesFit's LeastAllocated and
+NodeResourcesBalancedAllocation over CPU and memory, weight 1 each (kube-scheduler v1.36
+``pkg/scheduler/apis/config/v1/default_plugins.go``), ties to the lowest node rank.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from extender.model import GPU_MEMORY
+from extender.settings import Settings
+from extender.wire.builders import pod_object
+from replay.engine import SimNode
+from replay.fgd_policies import Choice, Policy, pick_node
+from replay.fgd_protocol import ClusterState
+from replay.fgd_workload import Pod
+from replay.openb import GPU_CODES
+from replay.policies import ExtenderPolicy
+
+SLOTS_PER_GPU = 20  # openb's smallest share is 50 milli: 20 of them fill a GPU
+MAX_SCORE = 100
+
+
+def sim_nodes(state: ClusterState) -> list[SimNode]:
+    """The cluster's GPU nodes as the extender's node watcher would describe them."""
+    nodes = state.nodes
+    out = []
+    for name, count, model in zip(nodes.names, nodes.gpus.tolist(), nodes.models, strict=True):
+        if count:
+            gpu_type, memory, product = GPU_CODES[model]
+            out.append(SimNode(name, gpu_type, product, int(count), memory, SLOTS_PER_GPU))
+    return out
+
+
+def share_annotation(pod: Pod) -> str:
+    """What a trace pod declares per GPU: its share of the GPU's memory in whole percent,
+    rounded up (openb's shares are whole percents already)."""
+    return f"{-(-pod.gpu_milli // 10)}%"
+
+
+def kube_default_scores(state: ClusterState, pod: Pod) -> np.ndarray:
+    """kube-scheduler's default scoring of a pod the extender does not score, per node:
+    LeastAllocated (mean of free CPU and memory after the pod, as a share) plus
+    BalancedAllocation (1 - the spread of the two requested shares), each 0..100, as
+    integers."""
+    cpu_after = (state.cpu_left - pod.cpu) / np.maximum(state.nodes.cpu, 1)
+    mem_after = (state.mem_left - pod.mem) / np.maximum(state.nodes.mem, 1)
+    least = ((cpu_after + mem_after) / 2 * MAX_SCORE).astype(np.int64)
+    spread = np.abs((1 - cpu_after) - (1 - mem_after)) / 2
+    balanced = ((1 - spread) * MAX_SCORE).astype(np.int64)
+    return least + balanced
+
+
+class ExtenderOnFgd(Policy):
+    """`choose` through the extender over HTTP (module docstring). `settings`: the
+    extender's, amended (the collocation limit to `SLOTS_PER_GPU`, state on `redis_url`)."""
+
+    name = "ours"
+
+    def __init__(self, redis_url: str, settings: Settings | None = None) -> None:
+        self.redis_url = redis_url
+        base = settings or Settings()
+        self.settings = dataclasses.replace(
+            base, collocation=dataclasses.replace(base.collocation, default=SLOTS_PER_GPU))
+        self.extender: ExtenderPolicy | None = None
+        self.decisions = 0  # GPU pods the extender was asked to place, all runs together
+        self.spent_s = 0.0  # wall seconds in its verbs, runs closed so far
+        self.count = 0
+
+    def reset(self, state: ClusterState) -> None:
+        self.close()
+        self.extender = ExtenderPolicy("ours", sim_nodes(state), self.redis_url,
+                                       base=self.settings)
+        self.position = {name: i for i, name in enumerate(state.nodes.names)}
+
+    def close(self) -> None:
+        if self.extender is not None:
+            self.spent_s += self.extender.seconds
+            self.extender.close()
+            self.extender = None
+
+    @property
+    def seconds(self) -> float:
+        """Wall seconds spent in the extender's verbs, HTTP included, all runs together."""
+        return self.spent_s + (self.extender.seconds if self.extender is not None else 0.0)
+
+    def choose(self, state: ClusterState, pod: Pod) -> Choice | None:
+        ok = (state.cpu_left >= pod.cpu) & (state.mem_left >= pod.mem)
+        if not pod.gpu_request:
+            node = pick_node(state, ok, kube_default_scores(state, pod))
+            return None if node is None else (node, ())
+        assert self.extender is not None, "reset first"
+        ok &= state.spec_mask(pod.spec) & (state.nodes.gpus > 0)
+        allowed = [state.nodes.names[i] for i in np.flatnonzero(ok)]
+        self.count += 1
+        obj = pod_object(f"{pod.name}-{self.count}", "openb", f"fgd-{self.count:08d}",
+                         annotations={GPU_MEMORY: share_annotation(pod)}, gpus=pod.num_gpu,
+                         scheduler_name="schedtune-scheduler", phase="Pending")
+        self.decisions += 1
+        choice = self.extender.decide(obj, allowed) if allowed else None
+        if choice is None:
+            self.extender.monitor.on_event("DELETED", obj)  # failed: it leaves, as in FGD's
+            return None
+        node, gpus = choice
+        return self.position[node], tuple(gpus)
+
+
+def decisions_per_s(policy: ExtenderOnFgd) -> float:
+    """Decisions (filter, prioritize, bind) per second of wall time spent in the verbs."""
+    return policy.decisions / policy.seconds if policy.seconds else 0.0
