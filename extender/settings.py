@@ -54,6 +54,11 @@ Environment variables (the manifests in k8s/ use exactly these names):
                                    the GPU would be empty again with the job on it, its
                                    jobs played forward; each policy's module docstring
                                    says what it charges)
+    EXTENDER_TIE_BREAK             among nodes the policy prices alike (e.g. jobs with no
+                                   predicted time): best-fit (default: the least memory
+                                   left) or fragmentation (the least GPU share stranded
+                                   for the mix of jobs the cluster holds, FGD's measure:
+                                   extender/core/fragmentation.py), then best fit
     EXTENDER_HOLD_FOR              waiting pods (fit nowhere, oldest first) that each get
                                    the GPU where they fit soonest held for them: others go
                                    there only if both fit (default 1, the queue head as in
@@ -176,6 +181,7 @@ BIND_MODES = ("api", "record")
 NODE_AGENTS = ("none", "hami", "volcano")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL", "FATAL", "NOTSET")
 MAX_COLLOCATION = 1024  # pods per GPU
+TIE_BREAKS = ("best-fit", "fragmentation")
 GPU_TYPES = frozenset(CATALOGUE) | {UNKNOWN_TYPE}
 
 
@@ -203,6 +209,7 @@ class Settings:
     redis_replica_wait_ms: int = 500
     estimator_design: str = "ours"
     scoring: str = DEFAULT_POLICY
+    tie_break: str = "best-fit"
     hold_for: int = 1
     hold_after_s: float = 900.0
     short_first: float = 4.0
@@ -286,6 +293,7 @@ class Settings:
             estimator_design=choice(env, "EXTENDER_ESTIMATOR_DESIGN", "ours",
                                      ("ours", "paper-rfr")),
             scoring=choice(env, "EXTENDER_SCORING", DEFAULT_POLICY, tuple(POLICIES)),
+            tie_break=choice(env, "EXTENDER_TIE_BREAK", "best-fit", TIE_BREAKS),
             hold_for=number(env, "EXTENDER_HOLD_FOR", 1, int, 0, 64),
             hold_after_s=number(env, "EXTENDER_HOLD_AFTER_S", 900.0, float, 0, 7 * 86400),
             short_first=number(env, "EXTENDER_SHORT_FIRST", 4.0, float, 0, 1000),

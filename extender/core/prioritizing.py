@@ -22,7 +22,7 @@ import numpy as np
 
 from extender.by_node import NodeScores, NodeVerdicts
 from extender.core.fit import Fit, fit_rows
-from extender.core import per_node
+from extender.core import fragmentation, per_node
 from extender.core.gpu_table import GpuTable, judged_at_once
 from extender.core.interference import Alphas, alphas_for
 from extender.core.job import Assessment, PodJob
@@ -48,19 +48,22 @@ def decide_scores(assessment: Assessment, nodes: Collection[str], settings: Sett
     holds = holds_in_force(assessment, settings, alphas)
     among = None if len(nodes) == len(snapshot.nodes) else nodes
     return score_nodes(snapshot, assessment.needs, settings.collocation, settings.policy, holds,
-                       alphas, among, passed_by)
+                       alphas, among, passed_by, settings.tie_break)
 
 
 def score_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: Limits,
                 policy: ScoringPolicy, holds: Holds = NO_HOLDS,
                 alphas: Alphas | None = None, among: Collection[str] | None = None,
-                passed_by: Mapping[str, Verdict] | None = None) -> Mapping[str, float]:
+                passed_by: Mapping[str, Verdict] | None = None,
+                tie_break: str = "best-fit") -> Mapping[str, float]:
     """Scores in [0, 1] for the nodes that can take the job (others score 0): a
     `NodeScores` over many nodes, in the snapshot's order. Busy GPUs are played forward
     at their type's alpha (`alphas`; None: the policy's own everywhere). `among`: the
-    snapshot's nodes to score (None: all of them); the others are left out."""
+    snapshot's nodes to score (None: all of them); the others are left out. `tie_break`:
+    among the nodes priced alike, the best fit wins, or the least fragmenting
+    (`extender.core.fragmentation`; judged over the arrays however few the nodes)."""
     alphas = alphas or Alphas(policy.alpha)
-    if not judged_at_once(snapshot.nodes):
+    if tie_break == "best-fit" and not judged_at_once(snapshot.nodes):
         held_nodes = {node for node, _ in holds}
         idle: dict[NodeGpus | None, Placement | None] = {}  # idle nodes: the layout decides
         placements: dict[str, Placement] = {}
@@ -87,10 +90,18 @@ def score_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: Li
         return {name: scores.get(name, 0.0) for name in names}
     table = GpuTable.from_states(snapshot.nodes)
     only = None if among is None else _marked(table, among, passed_by)
-    placed, cost, left = _placements(table, fit_rows(table, needs, limits, holds), policy,
-                                     snapshot.now, alphas.rows(table), only)
+    fit = fit_rows(table, needs, limits, holds)
+    placed, cost, left, rows = _placements(table, fit, policy, snapshot.now,
+                                           alphas.rows(table), only)
+    ties = None
+    if tie_break == "fragmentation":
+        ties = np.zeros(len(placed))
+        single = rows >= 0
+        ties[single] = fragmentation.placement_delta(
+            table, rows[single], fit.padded_mib[rows[single]], fit.limit,
+            fragmentation.request_mix(table))
     scores = np.zeros(len(table.names))
-    scores[placed] = policy.score_array(cost, left)
+    scores[placed] = policy.score_array(cost, left, ties)
     if only is None:
         return NodeScores(table.names, scores, table.positions)
     return NodeScores(table.names_array[only].tolist(), scores[only])
@@ -117,16 +128,18 @@ def node_placement(node: NodeState, needs: Mapping[str, Need], limits: Limits, n
     if not judged_at_once(nodes):
         return per_node.node_placement(node, needs, limits, now, policy, holds)
     table = GpuTable.from_states(nodes)
-    placed, cost, left = _placements(table, fit_rows(table, needs, limits, holds), policy, now)
+    placed, cost, left, _ = _placements(table, fit_rows(table, needs, limits, holds), policy,
+                                        now)
     return Placement(float(cost[0]), float(left[0])) if len(placed) else None
 
 
 def _placements(table: GpuTable, fit: Fit, policy: ScoringPolicy, now: float,
                 alpha: float | np.ndarray | None = None, only: np.ndarray | None = None
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Nodes that can take the job (positions, in order), their prices (at `alpha`, per GPU
-    row or one for all; None: the policy's) and memory left; `only` (a bool per node): the
-    nodes to price, the others left out."""
+    row or one for all; None: the policy's), memory left and the GPU row priced (-1 for a
+    job on several GPUs); `only` (a bool per node): the nodes to price, the others left
+    out."""
     if only is not None:
         fit = replace(fit, room=fit.room & only[table.gpu_node],
                       room_count=np.where(only, fit.room_count, 0))
@@ -148,14 +161,16 @@ def _placements(table: GpuTable, fit: Fit, policy: ScoringPolicy, now: float,
     several = (seg_gpus > 1) & (seg_room >= seg_gpus)
     seg_cost = np.full(len(table.seg_nodes), np.inf)
     seg_left = np.zeros(len(table.seg_nodes))
+    seg_row = np.full(len(table.seg_nodes), -1)
     if single.any():
         row = _cheapest_rows(table, fit, cost)
         seg_cost[single] = cost[row[single]]
         seg_left[single] = table.gpu_free[row[single]] - fit.padded_mib[row[single]]
+        seg_row[single] = row[single]
     if several.any():
         _slowest_of_cheapest(table, fit, cost, several, seg_cost, seg_left)
     placed = single | several
-    return table.seg_nodes[placed], seg_cost[placed], seg_left[placed]
+    return table.seg_nodes[placed], seg_cost[placed], seg_left[placed], seg_row[placed]
 
 
 def _cheapest_rows(table: GpuTable, fit: Fit, cost: np.ndarray) -> np.ndarray:

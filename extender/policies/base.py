@@ -118,10 +118,12 @@ class ScoringPolicy(ABC):
                     scores[name] = min(scores[name], TIED_SCORE)
         return scores
 
-    def score_array(self, cost_s: np.ndarray, left_mib: np.ndarray) -> np.ndarray:
+    def score_array(self, cost_s: np.ndarray, left_mib: np.ndarray,
+                    ties: np.ndarray | None = None) -> np.ndarray:
         """`scores` of placements given as arrays (nodes in order), the same values: the
         soonest 1, the others soonest / own, and among the nodes tied for the soonest only
-        the first tightest fit keeps its score, the others at most `TIED_SCORE`."""
+        the first tightest fit keeps its score, the others at most `TIED_SCORE`. `ties`:
+        a value per node that decides among the tied before the fit does (lowest wins)."""
         if not len(cost_s):
             return np.zeros(0)
         soonest = float(cost_s.min())
@@ -131,7 +133,10 @@ class ScoringPolicy(ABC):
         scores = np.where(cost_s <= 0, 1.0, ratio)
         tied = np.flatnonzero(cost_s <= soonest * (1 + 1e-9))
         if len(tied) > 1:
-            keep = tied[int(np.argmin(left_mib[tied]))]  # the first among equals
+            if ties is None:
+                keep = tied[int(np.argmin(left_mib[tied]))]  # the first among equals
+            else:  # stable: the first among equals
+                keep = tied[int(np.lexsort((left_mib[tied], np.round(ties[tied], 6)))[0])]
             kept = scores[keep]
             scores[tied] = np.where(scores[tied] < TIED_SCORE, scores[tied], TIED_SCORE)
             scores[keep] = kept

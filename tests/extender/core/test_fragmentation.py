@@ -1,0 +1,117 @@
+"""extender/core/fragmentation.py: FGD's fragmentation measure on GPU tables worked out by
+hand, and the tie-break it gives prioritize (EXTENDER_TIE_BREAK=fragmentation)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from extender.core.fragmentation import placement_delta, request_mix
+from extender.core.gpu_table import GpuTable
+from extender.core.prioritizing import score_nodes
+from extender.model import (
+    ClusterSnapshot, GpuState, Limits, Need, NodeGpus, NodeState, QueuedJob,
+)  # fmt: skip
+from extender.policies.drain import Drain
+
+T4 = NodeGpus("Tesla-T4", "T4", 2, 10000, share_slots=0)  # 10,000 MiB: 1 % = 100 MiB
+
+
+def node(name: str, *shares: tuple[int, ...]) -> NodeState:
+    """A two-GPU node; `shares`: per GPU, the percents its jobs hold."""
+    gpus = tuple(GpuState(name, i, 10000, tuple(QueuedJob(f"{name}-{i}-{k}", 100.0 * pct, 600.0)
+                                                 for k, pct in enumerate(jobs)))
+                 for i, jobs in enumerate(shares))
+    return NodeState(name, T4, gpus)
+
+
+def test_the_mix_is_the_common_shares_of_the_jobs_held() -> None:
+    # 10 jobs: six at 50 %, three at 25 %, one at 10 %. 95 % of 10 is 9.5: the 10 % level
+    # is still needed to reach it (50 and 25 cover 9), so all three stay.
+    table = GpuTable.from_states({"a": node("a", (50, 50), (25, 25)),
+                                  "b": node("b", (50, 50), (25, 10)),
+                                  "c": node("c", (50,), (50,))})
+    mix = request_mix(table)
+    assert mix.levels.tolist() == [10, 25, 50]
+    assert mix.freq.tolist() == pytest.approx([0.1, 0.3, 0.6])
+
+
+def test_a_rare_share_beyond_the_coverage_is_left_out() -> None:
+    states = {f"n{i}": node(f"n{i}", (50,), (50,)) for i in range(10)}  # 20 jobs at 50 %
+    states["odd"] = node("odd", (7,), ())  # and one at 7 %: 1 in 21, under 5 %
+    assert request_mix(GpuTable.from_states(states)).levels.tolist() == [50]
+
+
+FULL = {f"m{i}": node(f"m{i}", (50, 50), (50, 50)) for i in range(10)}  # mix: 50 % only
+
+
+def test_delta_by_hand() -> None:
+    # Mix: only 50 % jobs. Node a: GPU 0 has 60 % free, GPU 1 idle (100 %). A 20 % job on
+    # GPU 0 leaves 40 %, which no 50 % job can use: fragmentation 0 -> 40 (GPU 1 can still
+    # take one, so only GPU 0's 40 counts). On GPU 1 it leaves 80 %, usable: 0 -> 0.
+    table = GpuTable.from_states({"a": node("a", (40,), ()), **FULL})
+    limit = np.full(len(table.gpu_free), 10)
+    rows = np.array([0, 1])
+    delta = placement_delta(table, rows, np.array([2000.0, 2000.0]), limit,
+                            request_mix(table))
+    assert delta.tolist() == pytest.approx([40.0, 0.0])
+
+
+def test_a_node_nothing_of_the_mix_fits_counts_all_its_free_share() -> None:
+    # Mix: 50 % jobs only. Node a: GPU 0 60 % free, GPU 1 30 % free. Before: GPU 0 takes a
+    # 50 % job, so only GPU 1's 30 strands. A 20 % job on GPU 0 leaves 40 and 30: nothing
+    # fits, all 70 strands: +40. On GPU 1 (10 left): 60 still takes one; 10 strands: -20.
+    table = GpuTable.from_states({"a": node("a", (40,), (70,)), **FULL})
+    limit = np.full(len(table.gpu_free), 10)
+    delta = placement_delta(table, np.array([0, 1]), np.array([2000.0, 2000.0]), limit,
+                            request_mix(table))
+    assert delta.tolist() == pytest.approx([40.0, -20.0])
+
+
+def test_a_gpu_at_its_collocation_limit_takes_no_more() -> None:
+    # GPU 0 holds one job and may hold two: after a second, its 30 % left is stranded.
+    table = GpuTable.from_states({"a": node("a", (20,), ()), "m": node("m", (25,), (25,))})
+    mix = request_mix(table)  # 20 % and 25 % levels
+    with_room = placement_delta(table, np.array([0]), np.array([5000.0]),
+                                np.full(len(table.gpu_free), 10), mix)
+    at_limit = placement_delta(table, np.array([0]), np.array([5000.0]),
+                               np.full(len(table.gpu_free), 2), mix)
+    assert with_room[0] == pytest.approx(0.0) and at_limit[0] == pytest.approx(30.0)
+
+
+def _scores(states: dict[str, NodeState], tie_break: str) -> dict[str, float]:
+    # Ten full nodes of 50 % jobs make the mix: 50 % only (the test nodes' few jobs < 5 %).
+    snapshot = ClusterSnapshot(0.0, {**states, **FULL})
+    need = {"T4": Need(2000.0, 600.0)}  # a 20 % job
+    scores = score_nodes(snapshot, need, Limits(10, {}), Drain(alpha=0.0), tie_break=tie_break)
+    return {name: scores[name] for name in states}
+
+
+def _chosen(scores: dict[str, float]) -> str:
+    return max(scores, key=scores.get)  # the first of the highest, as kube-scheduler's
+
+
+def test_prioritize_breaks_a_tie_by_fragmentation_instead_of_best_fit() -> None:
+    # With no slowdown from sharing, every GPU costs the job alone: all tie.
+    # "roomy": GPU 0 60 % free, GPU 1 idle; the job on GPU 0 (best fit) leaves 40 %, which
+    # no 50 % job can use: +40. "idle": the job on GPU 0 leaves 80 %: 0. Best fit takes
+    # roomy (the least memory left), fragmentation takes idle.
+    states = {"roomy": node("roomy", (40,), ()), "idle": node("idle", (), ())}
+    assert _chosen(_scores(states, "best-fit")) == "roomy"
+    assert _chosen(_scores(states, "fragmentation")) == "idle"
+    # "tight": GPU 0 30 % free (stranded already: its GPU 1 takes the 50s); the job fills
+    # it to 10 %: -20. Both pick it, fragmentation because it fills a fragment.
+    states["tight"] = node("tight", (70,), ())
+    assert _chosen(_scores(states, "best-fit")) == "tight"
+    assert _chosen(_scores(states, "fragmentation")) == "tight"
+
+
+def test_times_that_differ_come_before_fragmentation() -> None:
+    # Drain at alpha 0.5: the busy GPUs cost more than an idle one, so "idle" wins on time
+    # even under best fit, and fragmentation has no tie to break.
+    states = {"tight": node("tight", (70,), (60,)), "idle": node("idle", (), ())}
+    snapshot = ClusterSnapshot(0.0, {**states, **FULL})
+    for tie_break in ("best-fit", "fragmentation"):
+        scores = score_nodes(snapshot, {"T4": Need(2000.0, 600.0)}, Limits(10, {}),
+                             Drain(alpha=0.5), tie_break=tie_break)
+        assert scores["idle"] == 1.0 and scores["tight"] < 1.0
