@@ -48,7 +48,9 @@ logging.getLogger("extender.cluster.monitor").setLevel(logging.CRITICAL)
 
 
 class KeepAliveHandler(WSGIRequestHandler):
-    """HTTP/1.1: the replay's one client keeps its connection, as kube-scheduler's does."""
+    """HTTP/1.1 requests and responses. (werkzeug's development server still answers
+    ``Connection: close``, so each request opens a connection: part of the replay's
+    decisions per second is that, where kube-scheduler keeps its connections.)"""
 
     protocol_version = "HTTP/1.1"
 
