@@ -16,10 +16,15 @@ declares no run time: every placement costs the same time, and the extender's sc
 policy and its tie-break decide. A pod the extender places nowhere fails, as in FGD's
 protocol, and is deleted (the monitor drops it from the waiting pods, so it holds nothing).
 
-A pod asking no GPU is not ours: the extender passes it untouched, and kube-scheduler's
-default score plugins place it: NodeResourcesFit's LeastAllocated and
-NodeResourcesBalancedAllocation over CPU and memory, weight 1 each (kube-scheduler v1.36
-``pkg/scheduler/apis/config/v1/default_plugins.go``), ties to the lowest node rank.
+kube-scheduler then picks the node with the highest total score: its own score plugins
+plus the extender's score times the extender's weight (5 in ``k8s/scheduler-config.yaml``)
+times 10 (MaxNodeScore 100 over MaxExtenderPriority 10: kube-scheduler v1.36
+``pkg/scheduler/schedule_one.go``, ``prioritizeNodes``). Of its default score plugins
+(``pkg/scheduler/apis/config/v1/default_plugins.go``) only two tell these nodes apart:
+NodeResourcesFit, LeastAllocated over CPU and memory, and
+NodeResourcesBalancedAllocation, weight 1 each (`kube_default_scores`). Ties go to the
+lowest node rank, as every policy's here. A pod asking no GPU is not ours: the extender
+passes it untouched and those two plugins alone place it.
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ from replay.policies import ExtenderPolicy
 
 SLOTS_PER_GPU = 20  # openb's smallest share is 50 milli: 20 of them fill a GPU
 MAX_SCORE = 100
+EXTENDER_WEIGHT = 5  # k8s/scheduler-config.yaml
+EXTENDER_POINTS = 10  # MaxNodeScore / MaxExtenderPriority
 
 
 def sim_nodes(state: ClusterState) -> list[SimNode]:
@@ -118,7 +125,20 @@ class ExtenderOnFgd(Policy):
                          annotations={GPU_MEMORY: share_annotation(pod)}, gpus=pod.num_gpu,
                          scheduler_name="schedtune-scheduler", phase="Pending")
         self.decisions += 1
-        choice = self.extender.decide(obj, allowed) if allowed else None
+        in_tree = kube_default_scores(state, pod)
+
+        def pick(scores: list[dict]) -> str:
+            """kube-scheduler's choice: its plugins' scores plus the extender's, weighted."""
+            total = np.full(len(state), -1, np.int64)
+            for entry in scores:
+                position = self.position[entry["Host"]]
+                total[position] = in_tree[position] + \
+                    EXTENDER_WEIGHT * EXTENDER_POINTS * int(entry["Score"])
+            node = pick_node(state, total >= 0, total)
+            assert node is not None
+            return state.nodes.names[node]
+
+        choice = self.extender.decide(obj, allowed, pick=pick) if allowed else None
         if choice is None:
             self.extender.monitor.on_event("DELETED", obj)  # failed: it leaves, as in FGD's
             return None

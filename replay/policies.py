@@ -150,11 +150,13 @@ class ExtenderPolicy:
         allowed = [n for n in self.names if job.may_run_on(self.gpu_types[n])]
         return self.decide(self._pod(job), allowed, self.urls[self.route(job)])
 
-    def decide(self, pod: dict[str, Any], allowed: list[str], url: str | None = None
-               ) -> Choice | None:
+    def decide(self, pod: dict[str, Any], allowed: list[str], url: str | None = None,
+               pick: Callable[[list[dict[str, Any]]], str] | None = None) -> Choice | None:
         """Filter over the `allowed` nodes, prioritize those that passed, bind the first of
         the highest score, as kube-scheduler does (None: no node passed, or bind refused);
-        the node and GPUs bind reserved. `url`: the app that decides (default: the first)."""
+        the node and GPUs bind reserved. `url`: the app that decides (default: the first);
+        `pick`: the node from prioritize's HostPriorityList (default: the first of the
+        highest extender score)."""
         started = time.perf_counter()
         url = url or next(iter(self.urls.values()))
         try:
@@ -165,7 +167,8 @@ class ExtenderPolicy:
             if not passing:
                 return None
             scores = self._post(url, "prioritize", encode_extender_args(pod, node_names=passing))
-            best = max(scores, key=lambda s: s["Score"])["Host"]  # first of the highest
+            best = pick(scores) if pick is not None else \
+                max(scores, key=lambda s: s["Score"])["Host"]  # first of the highest
             bound = self._post(url, "bind", encode_binding_args(pod, best))
             if bound.get("Error"):
                 return None  # raced to full: retried on the next event, as kube-scheduler does

@@ -87,3 +87,16 @@ def test_a_whole_run_never_places_beyond_a_gpus_milli(ours) -> None:
     curve = run(ours, state_nodes, arrivals, seed=3)
     # 3 GPUs = 3000 milli; the shares ask 5000: the first GPUs fill to the brim.
     assert curve.allocated_milli[-1] <= 3000 and curve.placed[:2].all()
+
+
+def test_kube_scheduler_adds_its_own_scores_to_the_extenders(ours) -> None:
+    """Two T4 nodes the extender prices alike: it gives the first 10 and the other 9 (50
+    points apart once weighted). When the first has 90 % of its CPU requested, kube-
+    scheduler's LeastAllocated and BalancedAllocation favour the other by more than that."""
+    state = cluster([(32000, 65536, 1, "T4"), (32000, 65536, 1, "T4")])
+    ours.reset(state)
+    assert ours.choose(state, pod(num=1, milli=300)) == (0, (0,))  # alike: the extender's
+    busy = cluster([(32000, 65536, 1, "T4"), (32000, 65536, 1, "T4")])
+    busy.place(0, (), pod(cpu=28800, mem=0))
+    ours.reset(busy)
+    assert ours.choose(busy, pod(num=1, milli=300)) == (1, (0,))
