@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-
 import os
+import sys
 
 from extender.env_values import SettingsError
 from extender.settings import Settings

@@ -166,7 +166,8 @@ def parse_demand(pod: PodInfo) -> PodDemand | None:
         rank = DEFAULT_LORA_RANK
     return PodDemand(
         pod.uid, pod.name, pod.namespace, model or "", task, batch, units,
-        declared_mib=declared, declared_percent=percent, expected_s=_integer(annotations, EXPECTED_S, 0, MAX_EXPECTED_S),
+        declared_mib=declared, declared_percent=percent,
+        expected_s=_integer(annotations, EXPECTED_S, 0, MAX_EXPECTED_S),
         gpus=max(1, pod.gpus), owner=pod.owner,
         seq_len=_integer(annotations, SEQ_LEN, 0, MAX_SEQ_LEN),
         dtype=_choice(annotations, DTYPE, DTYPES), train_mode=train_mode, lora_rank=rank,

@@ -9,9 +9,7 @@ import pytest
 from extender.core.fragmentation import placement_delta, request_mix
 from extender.core.gpu_table import GpuTable
 from extender.core.prioritizing import score_nodes
-from extender.model import (
-    ClusterSnapshot, GpuState, Limits, Need, NodeGpus, NodeState, QueuedJob,
-)  # fmt: skip
+from extender.model import ClusterSnapshot, GpuState, Limits, Need, NodeGpus, NodeState, QueuedJob
 from extender.policies.drain import Drain
 
 T4 = NodeGpus("Tesla-T4", "T4", 2, 10000, share_slots=0)  # 10,000 MiB: 1 % = 100 MiB
