@@ -42,6 +42,7 @@ from replay.fgd_protocol import ClusterState
 from replay.fgd_workload import Pod
 from replay.openb import GPU_CODES
 from replay.policies import ExtenderPolicy
+from replay.workloads import ReplayError
 
 SLOTS_PER_GPU = 20  # openb's smallest share is 50 milli: 20 of them fill a GPU
 MAX_SCORE = 100
@@ -55,6 +56,9 @@ def sim_nodes(state: ClusterState) -> list[SimNode]:
     out = []
     for name, count, model in zip(nodes.names, nodes.gpus.tolist(), nodes.models, strict=True):
         if count:
+            if model not in GPU_CODES:
+                raise ReplayError(f"node {name}: GPU model {model!r} is none of "
+                                  f"{', '.join(GPU_CODES)}")
             gpu_type, memory, product = GPU_CODES[model]
             out.append(SimNode(name, gpu_type, product, int(count), memory, SLOTS_PER_GPU))
     return out
@@ -67,7 +71,7 @@ def share_annotation(pod: Pod) -> str:
 
 
 def kube_default_scores(state: ClusterState, pod: Pod) -> np.ndarray:
-    """kube-scheduler's default scoring of a pod the extender does not score, per node:
+    """kube-scheduler's own default scores per node, the two that tell these nodes apart:
     LeastAllocated (mean of free CPU and memory after the pod, as a share) plus
     BalancedAllocation (1 - the spread of the two requested shares), each 0..100, as
     integers."""

@@ -100,3 +100,10 @@ def test_kube_scheduler_adds_its_own_scores_to_the_extenders(ours) -> None:
     busy.place(0, (), pod(cpu=28800, mem=0))
     ours.reset(busy)
     assert ours.choose(busy, pod(num=1, milli=300)) == (1, (0,))
+
+
+def test_a_gpu_model_the_trace_mapping_lacks_is_a_clear_error(ours) -> None:
+    from replay.workloads import ReplayError
+
+    with pytest.raises(ReplayError, match="GPU model 'H9000'"):
+        ours.reset(cluster([(32000, 65536, 1, "H9000")]))
