@@ -1,5 +1,5 @@
-"""`marginal` (the default): the job's own completion plus the delay it adds to the jobs
-already on the GPU. Pure.
+"""`marginal`: the job's own completion plus the delay it adds to the jobs already on the
+GPU (the default before `drain`). Pure.
 
 The growth of the GPU's total completion time when the job joins, played
 forward at the collocation slowdown: what the placement costs the cluster,
