@@ -2,7 +2,8 @@
 
 The keys are `keys`'s. The class is composed by job: node layouts (`layout_store`),
 filter records and waiters (`filter_records`), what the monitor learns
-(`learning_store`), the decision log (`decision_log`); gangs and users' models are
+(`learning_store`), the decision log (`decision_log`), handovers to node agents
+(`handovers`); gangs and users' models are
 sub-stores (`gang_store`, `model_store`).
 
 Reserved MiB and job counts are never stored as counters: every read and the
@@ -37,9 +38,10 @@ from extender.state.connection import redis_client
 from extender.state.decision_log import DecisionLog
 from extender.state.durability import ReplicaWait
 from extender.state.gang_store import GangStore
+from extender.state.handovers import Handovers
 from extender.state.filter_records import FilterRecords, record_payload
 from extender.state.keys import (
-    HANDOVERS_KEY, JOBS_KEY, NODES_REV_KEY, demand_key, floors_key, gpu_key, job_key,
+    JOBS_KEY, NODES_REV_KEY, demand_key, floors_key, gpu_key, job_key,
     node_queue_prefix,
 )  # fmt: skip
 from extender.state.layout_store import NodeLayouts
@@ -79,7 +81,7 @@ NO_WAITERS = WaitersRead(oldest=0)
 NOT_WRITABLE = ("NOREPLICAS", "MASTERDOWN", "LOADING", "READONLY")
 
 
-class RedisStore(NodeLayouts, FilterRecords, LearningRecords, DecisionLog):
+class RedisStore(NodeLayouts, FilterRecords, LearningRecords, DecisionLog, Handovers):
     """Atomic, named operations on the shared state."""
 
     def __init__(self, client: redis.Redis, replicas: int = 0, replica_wait_ms: int = 500
@@ -267,27 +269,6 @@ class RedisStore(NodeLayouts, FilterRecords, LearningRecords, DecisionLog):
         indices = gpu_list(held[0]) if held and held[0] else ()
         return Reservation(record.uid, node, int(index), new=status == "reserved",
                            gpu_indices=indices if len(indices) > 1 else ())
-
-    def note_handover(self, uid: str, uuids: Iterable[str], now: float) -> None:
-        """Record on a reservation that a node agent was handed its GPUs at `now` (their
-        UUIDs, when it names them), until it answers (`handover_answered`)."""
-        pipe = self._redis.pipeline(transaction=True)
-        pipe.hset(job_key(uid), mapping={"device_uuids": ",".join(uuids),
-                                         "handed_over_at": now})
-        pipe.zadd(HANDOVERS_KEY, {uid: now})
-        self._call(pipe.execute)
-
-    def handover_answered(self, uid: str) -> None:
-        """The node agent answered (or the reservation is gone): nothing left to check."""
-        pipe = self._redis.pipeline(transaction=True)
-        pipe.hdel(job_key(uid), "handed_over_at")
-        pipe.zrem(HANDOVERS_KEY, uid)
-        self._call(pipe.execute)
-
-    def overdue_handovers(self, before: float, count: int = 100) -> list[str]:
-        """UIDs of reservations handed to a node agent before `before`, still unanswered."""
-        return list(self._call(self._redis.zrangebyscore, HANDOVERS_KEY, "-inf", before,
-                               start=0, num=count))
 
     def confirm_bind(self, reservation: Reservation, now: float) -> bool:
         """Mark a reservation bound (no expiry); False if it expired or moved meanwhile."""
