@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from estimator.errors import EstimatorError
 from extender.core import decisions
@@ -32,12 +32,12 @@ from extender.core.gang_plan import (
 from extender.core.interference import alphas_for
 from extender.core.job import Assessment, PodJob
 from extender.errors import Conflict
+from extender.filter_cycle import NodeLayoutsByName
 from extender.model import (
     Decision,
     FilterRecord,
     GroupRef,
     JobRecord,
-    NodeGpus,
     PodDemand,
     PodInfo,
     Reservation,
@@ -49,7 +49,6 @@ from extender.state.gang_store import GangView, waiter_uid
 from extender.state.store import RedisStore
 
 log = logging.getLogger(__name__)
-NodeLayoutsByName = Mapping[str, NodeGpus | None]
 Assess = Callable[[PodInfo, NodeLayoutsByName], Assessment]
 SizeReader = Callable[[str, str, str], int]  # (kind, namespace, name) -> members
 

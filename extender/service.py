@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from estimator.errors import EstimatorError, UnknownModel
 from estimator.predict import Estimator
@@ -44,9 +44,10 @@ from extender.core.interference import alphas_for
 from extender.core.job import Assessment, NotOurs, PodJob, Refused
 from extender.core.room import SHORT_HOLDS
 from extender.errors import Conflict, StoreUnavailable
+from extender.filter_cycle import FilterCycle, NodeLayoutsByName
 from extender.gang_verbs import Gangs, SizeReader
 from extender.model import (
-    FilterRecord, JobRecord, Need, NodeGpus, PodDemand, PodInfo, Reservation, Verdict,
+    FilterRecord, JobRecord, Need, NodeGpus, PodDemand, PodInfo, Reservation,
 )  # fmt: skip
 from extender.registry import ModelRegistry
 from extender.settings import Settings
@@ -56,47 +57,6 @@ from extender.state.store import (
 )  # fmt: skip
 
 log = logging.getLogger(__name__)
-NodeLayoutsByName = Mapping[str, NodeGpus | None]  # None: the node watcher's layout
-
-
-@dataclass(frozen=True)
-class _Cycle:
-    """The pod this worker filtered last: when (monotonic), its nodes and its assessment;
-    `priced`: prioritize's scores of `priced_nodes` (the nodes that passed), when computed
-    ahead (`Scheduler.price_ahead`)."""
-
-    uid: str
-    at: float
-    nodes: NodeLayoutsByName
-    assessment: Assessment
-    verdicts: Mapping[str, Verdict] | None = None  # filter's
-    priced_nodes: NodeLayoutsByName | None = None
-    priced: Mapping[str, float] | None = None
-
-    def same_job(self, pod: PodInfo) -> bool:
-        """Whether `pod` parses to the job this filter estimated."""
-        job = self.assessment
-        try:
-            return isinstance(job, PodJob) and parse_demand(pod) == job.demand
-        except (AnnotationError, EstimatorError):
-            return False
-
-    def covers(self, nodes: NodeLayoutsByName) -> bool:
-        """Whether the same job's prioritize over `nodes` can be priced on this filter's
-        work: every node among filter's with the same layout."""
-        if not nodes.keys() <= self.nodes.keys():
-            return False
-        if not any(nodes.values()) and not any(self.nodes.values()):  # names mode: no layouts
-            return True
-        return all(layout == self.nodes[name] for name, layout in nodes.items())
-
-    def priced_for(self, nodes: NodeLayoutsByName) -> Mapping[str, float] | None:
-        """The same job's scores priced ahead when they are of these very nodes (names and
-        layouts; in names mode, usually the very mapping the passing list was kept as),
-        else None."""
-        if self.priced is None or not (nodes is self.priced_nodes or nodes == self.priced_nodes):
-            return None
-        return self.priced
 
 
 class Scheduler:
@@ -113,7 +73,7 @@ class Scheduler:
         self.clock = clock
         # A binder that reads pods (the API server's) lets bind check the pod first.
         self._pods = binder if isinstance(binder, PodReader) else None
-        self._cycle: _Cycle | None = None  # the pod filtered last
+        self._cycle: FilterCycle | None = None  # the pod filtered last
         self._cycle_lock = threading.Lock()  # pricing ahead swaps the cycle it priced only
         self.gangs = Gangs(settings, store, self._assess, group_sizes, clock,
                            self.sizer.gradient_mib)
@@ -131,7 +91,7 @@ class Scheduler:
         with_read = not any(nodes.values())
         assessment = self._assess(pod, nodes, record_with_read=with_read)
         decision = filtering.decide_filter(assessment, nodes, self.settings)
-        self._set_cycle(_Cycle(pod.uid, time.monotonic(), nodes, assessment, decision.verdicts))
+        self._set_cycle(FilterCycle(pod.uid, time.monotonic(), nodes, assessment, decision.verdicts))
         written = (FilterRecord(assessment.demand)
                    if with_read and isinstance(assessment, PodJob) else None)
         if decision.writes_beyond(written):
@@ -350,7 +310,7 @@ class Scheduler:
             return gpushare.bind_annotations(reservation.gpus, now)
         return {}
 
-    def _set_cycle(self, cycle: _Cycle | None) -> None:
+    def _set_cycle(self, cycle: FilterCycle | None) -> None:
         with self._cycle_lock:
             self._cycle = cycle
 
