@@ -20,7 +20,7 @@ from extender.settings import SettingsError
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("extender.__main__", "run the extender under gunicorn (extra arguments: gunicorn's)"),
-    "monitor": ("extender.cluster.monitor", "follow pod lifecycles through the Kubernetes API"),
+    "monitor": ("extender.cluster.monitor_process", "follow pod lifecycles through the Kubernetes API"),
     "node-watch": ("extender.cluster.node_watch", "keep node GPU layouts in Redis from the API"),
     "queues": ("scripts.queues", "show the GPU queues and the waiting pods"),
     "models": ("scripts.models", "register users' models with every extender replica"),

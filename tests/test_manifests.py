@@ -347,7 +347,7 @@ def test_our_processes_use_known_settings_and_their_commands() -> None:
         assert env["REDIS_URL"]["valueFrom"]["secretKeyRef"] == {"name": "schedtune-redis",
                                                                  "key": "url"}
     assert CLI["serve"][0] == "extender.__main__"
-    assert CLI["monitor"][0] == "extender.cluster.monitor"
+    assert CLI["monitor"][0] == "extender.cluster.monitor_process"
     assert CLI["node-watch"][0] == "extender.cluster.node_watch"
 
 

@@ -44,16 +44,11 @@ applied is logged and skipped; only an unreachable Redis stops a listing.
 from __future__ import annotations
 
 import logging
-import os
-import sys
-import threading
 import time
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
 from typing import Any
 
 from estimator.predict import Estimator
-from extender import logs
 from extender.cluster.adopter import Adopter
 from extender.cluster.oom_learning import OomLearning
 from extender.cluster.pods import FINISHED_PHASES, PodFacts, outcome_of, pod_facts, pod_uid
@@ -67,7 +62,7 @@ from extender.errors import StoreRefused, StoreUnavailable
 from extender.metrics import (
     MONITOR_POD_ERRORS, OOM_KILLS, RAM_KILLS, RELEASES, WAITERS_REQUEUED, observe_prediction,
 )  # fmt: skip
-from extender.model import REQUEUED_AT, JobRecord, job_type
+from extender.model import JobRecord, job_type
 from extender.registry import ModelRegistry
 from extender.settings import Settings
 from extender.sizing import Sizer
@@ -330,77 +325,3 @@ class Monitor:
         except Exception as exc:  # noqa: BLE001  (an event is best effort)
             log.warning("could not post event %s: %s", reason, type(exc).__name__,
                         extra={"pod_uid": facts.uid})
-
-
-def _check_handovers_forever(monitor: Monitor, read_pod: Callable[[str, str], Any],
-                             stop: threading.Event, every_s: float) -> None:
-    while not stop.wait(every_s):
-        try:
-            monitor.check_handovers(read_pod)
-        except Exception as exc:  # noqa: BLE001  (Redis or the API away: the next round)
-            log.warning("hand-over check failed: %s", type(exc).__name__)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the monitor (configured by the environment: see extender/settings.py)."""
-    import argparse
-
-    from prometheus_client import start_http_server
-
-    from extender.cluster import kube
-    from extender.cluster.events import EventPoster
-    from extender.redis_url import display
-    from extender.state.embedded_redis import open_store
-
-    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args(argv)
-    settings = Settings.from_env(os.environ)
-    logs.configure(settings.log_level)
-    if not kube.load_config(settings.kubeconfig):
-        print("error: no cluster configuration (in-cluster service account or KUBECONFIG); "
-              "the monitor follows pods through the Kubernetes API", file=sys.stderr)
-        return 2
-    store = open_store(settings)
-    api = kube.client.CoreV1Api()
-
-    def warn(facts: PodFacts, reason: str, message: str) -> None:
-        kube.pod_event(facts.namespace, facts.name, facts.uid, reason, message, api)
-
-    def post(namespace: str, name: str, uid: str, reason: str, message: str) -> bool:
-        return kube.pod_event(namespace, name, uid, reason, message, api, kind="Normal")
-
-    def requeue(namespace: str, name: str, uid: str, now: float) -> None:
-        # The uid makes it a precondition: a new pod of the same name is never touched
-        # ("": a gang's member, whichever pod has its name now).
-        stamp = datetime.fromtimestamp(now, timezone.utc).isoformat(timespec="milliseconds")
-        meta: dict[str, Any] = {"annotations": {REQUEUED_AT: stamp}}
-        if uid:
-            meta["uid"] = uid
-        api.patch_namespaced_pod(name, namespace, {"metadata": meta},
-                                 _preload_content=False, _request_timeout=2)
-
-    monitor = Monitor(store, Estimator.load(settings.models_dir, design=settings.estimator_design),
-                      warn=warn, settings=settings, requeue=requeue,
-                      unlock=kube.NodeLocks(api).release if settings.node_agent == "hami"
-                      else None)
-    start_http_server(settings.monitor_port)
-    stop = threading.Event()
-    poster = EventPoster(store, post, settings.event_rate, settings.event_burst)
-    threading.Thread(target=poster.run_forever, args=(stop,), name="event-poster",
-                     daemon=True).start()
-    log.info("monitor started", extra={"redis": display(settings.store_url),
-                                       "reconcile_s": settings.reconcile_s,
-                                       "scheduler": settings.scheduler_name,
-                                       "signed_reservations": settings.signing_key is not None})
-    if settings.node_agent != "none":
-        every_s = min(30.0, settings.agent_timeout_s / 4)
-        threading.Thread(target=_check_handovers_forever, name="handovers", daemon=True,
-                         args=(monitor, lambda ns, name: kube.pod_json(api, ns, name),
-                               stop, every_s)).start()
-    # Survives API trouble and Redis outages: a failed event triggers a re-list and reconcile.
-    kube.watch_forever(api.list_pod_for_all_namespaces, monitor.reconcile, monitor.on_event,
-                       stop, relist_every_s=settings.reconcile_s)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
