@@ -12,6 +12,7 @@ from dataclasses import replace
 import pytest
 
 from estimator.reference import tables as data
+from estimator import collocation_profiling
 from estimator import profiling as profile_gpu
 from estimator.profiling import Measurement, MemorySampler, ProfileError
 from scripts import profile_gpu as profile_cli
@@ -101,7 +102,8 @@ def test_profile_measures_each_job_from_the_memory_before_cuda(stand_in_smi, mon
 
 
 def test_collocated_jobs_report_their_speed_against_their_rate_alone() -> None:
-    rows = profile_gpu.collocate([("squeezenet1_1", "inference", 1)] * 2, "cpu", window_s=0.5)
+    rows = collocation_profiling.collocate([("squeezenet1_1", "inference", 1)] * 2, "cpu",
+                                           window_s=0.5)
     assert [r.k for r in rows] == [2, 2]
     assert rows[0].alone_steps_per_s == rows[1].alone_steps_per_s > 0  # measured once
     assert all(0 < r.speed for r in rows)
@@ -148,7 +150,8 @@ def test_cli_without_cuda_says_so_and_refuses_bad_jobs(capsys) -> None:
 
 
 def test_collocated_rows_are_upserted_per_group_and_member(tmp_path) -> None:
-    from estimator.profiling import Collocated, SmiGpu, record_collocation
+    from estimator.collocation_profiling import Collocated, record_collocation
+    from estimator.profiling import SmiGpu
 
     gpu = SmiGpu(0, "NVIDIA H200", 143771, 0, "580.159.04")
     pair = [Collocated("resnet50", "train", 32, 2, 40.0, 25.0),
