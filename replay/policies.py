@@ -47,7 +47,7 @@ logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log per req
 logging.getLogger("extender.cluster.monitor").setLevel(logging.CRITICAL)
 
 
-class KeepAliveHandler(WSGIRequestHandler):
+class Http11Handler(WSGIRequestHandler):
     """HTTP/1.1 requests and responses. (werkzeug's development server still answers
     ``Connection: close``, so each request opens a connection: part of the replay's
     decisions per second is that, where kube-scheduler keeps its connections. The server
@@ -101,7 +101,7 @@ class ExtenderPolicy:
         for key, estimator in (estimators or {"": None}).items():
             server = make_server("127.0.0.1", 0,
                                  create_app(config, clock=self.clock, estimator=estimator),
-                                 threaded=False, request_handler=KeepAliveHandler)
+                                 threaded=False, request_handler=Http11Handler)
             threading.Thread(target=server.serve_forever, daemon=True).start()
             self.servers.append(server)
             self.urls[key] = f"http://127.0.0.1:{server.server_port}"
