@@ -63,10 +63,7 @@ class Sizer:
         """Need per GPU type of `layouts` (nodes without a usable layout are skipped).
         `owner_s`: the observed seconds of the pod owner's earlier runs, if any. Raises
         `EstimatorError` (unknown model, bad job, `TooLarge`)."""
-        memory: dict[str, int] = {}  # per type, the largest (a share of it never falls short)
-        for g in layouts:
-            if g is not None and g.count:
-                memory[type_of(g)] = max(memory.get(type_of(g), 0), g.memory_mib)
+        memory = largest_memory(layouts)  # a share of the largest never falls short
         if demand.model in self.transformers:
             needs = self._transformer(demand, self.transformers[demand.model], sorted(memory))
         elif demand.model:
@@ -177,14 +174,20 @@ def _declared(need: Need, declared: float) -> Need:
     return replace(need, padded_mib=max(need.padded_mib, declared), declared_mib=declared)
 
 
-def check_fits_somewhere(demand: PodDemand, needs: Mapping[str, Need],
-                         layouts: Iterable[NodeGpus | None]) -> None:
-    """Raises `TooLarge` when the job fits on no GPU type of `layouts`, saying by how much it
-    misses the largest (nothing to say when no node has a usable layout)."""
+def largest_memory(layouts: Iterable[NodeGpus | None]) -> dict[str, int]:
+    """Per GPU type among `layouts` with GPUs, the MiB of its largest card."""
     memory: dict[str, int] = {}
     for g in layouts:
         if g is not None and g.count:
             memory[type_of(g)] = max(memory.get(type_of(g), 0), g.memory_mib)
+    return memory
+
+
+def check_fits_somewhere(demand: PodDemand, needs: Mapping[str, Need],
+                         layouts: Iterable[NodeGpus | None]) -> None:
+    """Raises `TooLarge` when the job fits on no GPU type of `layouts`, saying by how much it
+    misses the largest (nothing to say when no node has a usable layout)."""
+    memory = largest_memory(layouts)
     if not memory or any(n.padded_mib <= memory[t] for t, n in needs.items() if t in memory):
         return
     largest = max(needs, key=lambda t: (memory[t], t))

@@ -37,7 +37,7 @@ from extender.model import GPU_MEMORY
 from extender.settings import Settings
 from extender.wire.builders import pod_object
 from replay.engine import SimNode
-from replay.fgd_policies import Choice, Policy, pick_node
+from replay.fgd_policies import MAX_SCORE, Choice, Policy, pick_node
 from replay.fgd_protocol import ClusterState
 from replay.fgd_workload import Pod
 from replay.openb import GPU_CODES
@@ -45,7 +45,6 @@ from replay.policies import ExtenderPolicy
 from replay.workloads import ReplayError
 
 SLOTS_PER_GPU = 20  # openb's smallest share is 50 milli: 20 of them fill a GPU
-MAX_SCORE = 100
 EXTENDER_WEIGHT = 5  # k8s/scheduler-config.yaml
 EXTENDER_POINTS = 10  # MaxNodeScore / MaxExtenderPriority
 

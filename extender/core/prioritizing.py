@@ -145,8 +145,9 @@ def _placements(table: GpuTable, fit: Fit, policy: ScoringPolicy, now: float,
                       room_count=np.where(only, fit.room_count, 0))
     cost = np.full(len(fit.room), np.inf)
     cost[fit.room] = fit.work_s[fit.room]  # an idle GPU costs the job alone
-    if (fit.room & (table.gpu_jobs == 0)).any():
-        policy = policy.beside_idle()
+    beside_idle = policy.beside_idle()
+    if beside_idle is not policy and (fit.room & (table.gpu_jobs == 0)).any():
+        policy = beside_idle  # only a policy that differs asks (not drain), as per node
     busy = np.flatnonzero(fit.room & (table.gpu_jobs > 0))
     if len(busy):
         width = int(table.gpu_jobs[busy].max())
