@@ -75,6 +75,24 @@ class NodeVerdicts(_ByNode[Verdict]):
         self.passing = passing
 
 
+def object_array(values: list[Any]) -> np.ndarray:
+    """`values` as a numpy object array (numpy would unpack tuples, such as `Verdict`s)."""
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    return array
+
+
+def refuse_passing(verdicts: Mapping[str, Verdict], reason: str) -> Mapping[str, Verdict]:
+    """`verdicts` with every passing node refused for `reason` (as arrays, if they are)."""
+    refusal = Verdict(False, reason)
+    if isinstance(verdicts, NodeVerdicts):
+        array = verdicts.array.copy()
+        array[verdicts.fits] = object_array([refusal])
+        return NodeVerdicts(verdicts.names, array, np.zeros_like(verdicts.fits), [],
+                            verdicts.positions)
+    return {name: refusal if verdict.fits else verdict for name, verdict in verdicts.items()}
+
+
 class NodeScores(_ByNode[float]):
     """Scores per node, a float array."""
 

@@ -42,7 +42,7 @@ from extender.wire import gpushare, hami
 from extender.core.gpu_table import distinct_layouts
 from extender.core.interference import alphas_for
 from extender.core.job import Assessment, NotOurs, PodJob, Refused
-from extender.core.room import SHORT_HOLDS
+from extender.core.filtering.holds import SHORT_HOLDS
 from extender.errors import Conflict, StoreUnavailable
 from extender.filter_cycle import FilterCycle, NodeLayoutsByName
 from extender.gang_verbs import Gangs, SizeReader

@@ -76,13 +76,13 @@ Environment variables (the manifests in k8s/ use exactly these names):
                                    longer yields)
     EXTENDER_WAIT_FOR_FASTER       a pod that fits now waits instead when a GPU that frees
                                    later would finish it more than this many times
-                                   sooner (jobs played forward; extender/core/patience.py);
+                                   sooner (jobs played forward; extender/core/filtering/patience.py);
                                    default 1.5, 0 disables; needs EXTENDER_HOLD_FOR; a pod
                                    that has waited EXTENDER_HOLD_AFTER_S takes what fits
     EXTENDER_SHARE_IF_PAYS         1 (default): a pod that fits now only beside running
                                    jobs waits for a GPU of its own when that costs less
                                    than sharing costs it and its neighbours
-                                   (extender/core/sharing.py); needs EXTENDER_HOLD_FOR;
+                                   (extender/core/filtering/sharing.py); needs EXTENDER_HOLD_FOR;
                                    0 disables
     EXTENDER_WAIT_TTL_S            a waiting pod not filtered again for this long stops
                                    holding (default 600; kube-scheduler retries refused

@@ -32,5 +32,11 @@ class PodJob:
     snapshot: ClusterSnapshot
     needs: Mapping[str, Need]
 
+    @property
+    def waiting_since(self) -> float:
+        """When the pod began waiting (its `Waiter`'s `since`), or now if it is not waiting."""
+        return next((w.since for w in self.snapshot.waiting if w.uid == self.demand.uid),
+                    self.snapshot.now)
+
 
 Assessment = NotOurs | Refused | PodJob

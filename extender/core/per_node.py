@@ -1,8 +1,8 @@
 """Filter's verdict and prioritize's price for one node at a time, for requests naming few
 nodes (Volcano's predicate names one per call). Pure.
 
-The same decisions as the array path over a `GpuTable` (`extender.core.fit`,
-`filtering`, `prioritizing`), spelled node by node: below `ARRAYS_FROM` nodes a
+The same decisions as the array path over a `GpuTable` (`extender.core.fit_rows`,
+the filter's fit stage, `prioritizing`), spelled node by node: below `ARRAYS_FROM` nodes a
 handful of Python steps cost less than the fixed price of array operations.
 Both paths are checked against one recorded decision sequence
 (`tests/extender/core/test_recorded_decisions.py` runs it through each).

@@ -7,7 +7,7 @@ cheapest usable GPUs (best fit first among equals), with the memory those k
 would have left.
 
 Many nodes are priced at once over the request's `GpuTable`: the GPUs with room
-come from `extender.core.fit` (shared with filter), idle ones cost the job
+come from `extender.core.fit_rows` (shared with filter), idle ones cost the job
 alone, busy ones are priced by the policy on arrays (`ScoringPolicy.costs_s`). A
 request naming fewer than `ARRAYS_FROM` nodes is priced node by node
 (`extender.core.per_node`), the same prices.
@@ -21,12 +21,12 @@ from dataclasses import replace
 import numpy as np
 
 from extender.by_node import NodeScores, NodeVerdicts
-from extender.core.fit import Fit, fit_rows
+from extender.core.fit_rows import Fit, fit_rows
 from extender.core import fragmentation, per_node
 from extender.core.gpu_table import GpuTable, judged_at_once
 from extender.core.interference import Alphas, alphas_for
 from extender.core.job import Assessment, PodJob
-from extender.core.patience import holds_in_force
+from extender.core.filtering.holds import holds_in_force
 from extender.core.room import NO_HOLDS, Holds
 from extender.model import ClusterSnapshot, Limits, Need, NodeGpus, NodeState, Verdict
 from extender.policies.base import Placement, ScoringPolicy

@@ -39,7 +39,7 @@ from extender.core.filtering import decide_filter
 from extender.core.job import PodJob
 from extender.core.prioritizing import decide_scores
 from extender.core.interference import Alphas
-from extender.core.room import held_gpus
+from extender.core.filtering.holds import held_gpus
 from extender.model import (
     ClusterSnapshot, FilterRecord, GpuState, JobRecord, Limits, Need, NodeGpus, NodeState,
     PodDemand, QueuedJob, Waiter, type_of,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from extender.core.filtering import decide_filter
-from extender.core.fit import MEMO_ENTRIES, fit_rows
+from extender.core.fit_rows import MEMO_ENTRIES, fit_rows
 from extender.core import gpu_table
 from extender.core.gpu_table import GpuTable
 from extender.core.job import PodJob

@@ -2,7 +2,8 @@
 
 import pytest
 
-from extender.core.filtering import decide_filter, node_verdict
+from extender.core.filtering import decide_filter
+from extender.core.filtering.fit import node_verdict
 from extender.core.job import NotOurs, PodJob, Refused
 from extender.model import ClusterSnapshot, Need, PodDemand, Waiter
 from extender.settings import Settings

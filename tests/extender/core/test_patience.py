@@ -9,12 +9,14 @@ import numpy as np
 import pytest
 
 from extender.core.filtering import decide_filter
-from extender.core.fit import fit_rows, usable
+from extender.core.fit_rows import fit_rows, usable
 from extender.core.gpu_table import GpuTable
 from extender.core.interference import alphas_for
 from extender.core.job import PodJob
-from extender.core.patience import RETRY_S, faster_later
-from extender.core.room import has_room, holds_against
+from extender.core.filtering.holds import holds_against
+from extender.core.filtering.never_waited_for import RETRY_S
+from extender.core.filtering.patience import faster_later
+from extender.core.room import has_room
 from extender.model import (
     UNKNOWN_TYPE, ClusterSnapshot, GpuState, Limits, Need, NodeGpus, NodeState, PodDemand,
     QueuedJob, Waiter, type_of,

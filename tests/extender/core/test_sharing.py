@@ -1,4 +1,4 @@
-"""Share only where it pays (`extender.core.sharing`, EXTENDER_SHARE_IF_PAYS): a job that
+"""Share only where it pays (`extender.core.filtering.sharing`, EXTENDER_SHARE_IF_PAYS): a job that
 fits now only beside running jobs waits for a GPU of its own when that costs less than
 sharing costs it and its neighbours. Worked by hand at alpha 1 (the configured alpha with
 priors off: sharing k jobs runs each at 1/k)."""

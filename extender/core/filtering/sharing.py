@@ -1,5 +1,5 @@
-"""Share only where it pays: a job that fits now only beside running jobs waits for a GPU
-of its own when that would cost less. Pure.
+"""The patience stage's second rule, share only where it pays: a job that fits now only
+beside running jobs waits for a GPU of its own when that would cost less. Pure.
 
 Sharing a GPU starts a job at once but slows it and its neighbours (speed 1 / (1 + alpha
 (k - 1)) with k jobs); on today's cards alpha is 0.5-0.95, so two jobs together do at
@@ -13,10 +13,10 @@ beside running jobs, filter prices each shared placement at what it costs everyo
 job's completion there plus the delay it adds to the jobs already there (`marginal`),
 played forward at the GPU type's collocation slowdown. Against it: each busy GPU that
 the job could have to itself, at the seconds until its jobs end (predicted, played
-forward), plus kube-scheduler's retry back-off (`patience.RETRY_S`), plus the job's run
+forward), plus kube-scheduler's retry back-off (`never_waited_for.RETRY_S`), plus the job's run
 there alone. When the best such GPU costs less than the best shared placement, the pod
 waits as a pod that fits nowhere does and decides again when a GPU frees; short jobs,
-whose sharing costs little, still share. The guards are patience's: never a GPU whose
+whose sharing costs little, still share. The guards are patience's (`never_waited_for`): never a GPU whose
 job overran its prediction (when it ends is unknown), one held for another waiting pod,
 one of an unknown make, or one that would not free within `patience_s` (the pod then
 takes what fits anyway); multi-GPU pods are not held back. Filter sets no such bound:
@@ -34,10 +34,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from extender.core.fit import Fit
+from extender.core.filtering.never_waited_for import RETRY_S, of_unknown_make, overran
+from extender.core.fit_rows import Fit
 from extender.core.gpu_table import GpuTable
 from extender.core.interference import Alphas
-from extender.core.patience import RETRY_S, of_unknown_make, overran
 from extender.core.room import NO_HOLDS, Holds, held_rows, jobs_ahead
 from extender.model import type_of
 from extender.policies.timeline_arrays import drain_times_s, marginal_costs_s

@@ -1,5 +1,6 @@
-"""Waiting for a faster GPU: a job passes up the GPUs it fits on now when one that frees
-later would finish it much sooner. Pure.
+"""The filter's third stage, patience: a pod that fits now may still be better off waiting,
+for a much faster GPU that frees later (this module), or for a GPU of its own rather
+than share (`extender.core.filtering.sharing`). Pure.
 
 Placing each job on the best GPU free now is greedy: in a mixed cluster it puts a long
 job on a slow card minutes before a fast one frees, and the job ends hours later than
@@ -15,13 +16,6 @@ what fits, so only a GPU that would take it before then is waited for. Never wai
 for: a GPU running a job past its predicted end (when it ends is unknown), one held
 for another waiting pod, one of a make the catalogue does not know; pods on several
 GPUs are not held back.
-
-The starvation guard's holds follow the same rule (`holds_in_force`): a waiter held for
-because it is much shorter (`EXTENDER_SHORT_FIRST`) may fit now on a GPU it refuses,
-waiting for a faster one; its hold is dropped, not kept on the card it refuses (which
-the guard would otherwise keep from other pods for nothing), nor moved to the card it
-waits for (which keeps that card from longer jobs for a request its own retry takes
-anyway: replayed, it cost average JCT and gained nothing).
 """
 
 from __future__ import annotations
@@ -31,20 +25,44 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from extender.core.fit import Fit, fit_rows
+from extender.core.filtering.never_waited_for import RETRY_S, of_unknown_make, overran
+from extender.core.filtering.sharing import OwnGpuSoon, own_gpu_soon
+from extender.core.fit_rows import Fit, fit_rows
 from extender.core.gpu_table import GpuTable
 from extender.core.interference import Alphas
 from extender.core.job import PodJob
-from extender.core.room import NO_HOLDS, Holds, held_rows, holds_against, jobs_ahead
-from extender.model import UNKNOWN_TYPE, ClusterSnapshot, Limits, Need, Waiter, type_of
+from extender.core.room import NO_HOLDS, Holds, held_rows, jobs_ahead
+from extender.model import type_of
 from extender.policies.timeline_arrays import (
-    left_after_s, shared_completions_s, waits_until_fit_s,
+    left_after_s,
+    shared_completions_s,
+    waits_until_fit_s,
 )
 from extender.settings import Settings
 
-#: Seconds a refused pod may take to come back once the GPU frees: kube-scheduler's
-#: podMaxBackoffSeconds (default 10). Short jobs are never worth the round trip.
-RETRY_S = 10.0
+
+def better_gpu(job: PodJob, holds: Holds, alphas: Alphas,
+               settings: Settings) -> FasterLater | OwnGpuSoon | None:
+    """The stage: a GPU the pod should wait for though it fits now, or None. A much faster
+    one (`faster_later`, while it has waited less than EXTENDER_HOLD_AFTER_S), else one of
+    its own rather than share (`sharing.own_gpu_soon`, with no bound: a long job that gives
+    up waiting shares at the worst time, having paid the wait too). Off without the
+    starvation guard (EXTENDER_HOLD_FOR=0: no pod waits)."""
+    if not settings.hold_for:
+        return None
+    snapshot = job.snapshot
+    faster_s = settings.hold_after_s - (snapshot.now - job.waiting_since) \
+        if settings.wait_for_faster else 0.0
+    if faster_s <= 0 and not settings.share_if_pays:
+        return None
+    table = GpuTable.from_states(snapshot.nodes)
+    fit = fit_rows(table, job.needs, settings.collocation, holds)
+    if faster_s > 0 and (found := faster_later(table, fit, alphas, snapshot.now,
+                                               settings.wait_for_faster, faster_s,
+                                               holds)) is not None:
+        return found
+    return own_gpu_soon(table, fit, alphas, snapshot.now, holds=holds) \
+        if settings.share_if_pays else None
 
 
 @dataclass(frozen=True)
@@ -115,65 +133,3 @@ def faster_later(table: GpuTable, fit: Fit, alphas: Alphas, now: float, margin: 
     assert layout is not None  # a row with a finite need has a usable layout
     return FasterLater(table.names[int(table.gpu_node[row])], int(table.gpu_index[row]),
                        type_of(layout), float(wait[best]), float(done[best]), here_s, row)
-
-
-def of_unknown_make(table: GpuTable) -> np.ndarray:
-    """Per row of `table`: a GPU of a make the catalogue does not know (its seconds there
-    are the worst known type's, not a prediction)."""
-    return np.array([g is not None and type_of(g) == UNKNOWN_TYPE for g in table.layouts],
-                    dtype=bool)[table.gpu_layout]
-
-
-def overran(table: GpuTable, rows: np.ndarray, remaining: np.ndarray) -> np.ndarray:
-    """Per row of `rows` (`remaining`: their jobs, `room.jobs_ahead`): a job there ran past
-    its predicted end, so when the GPU frees is unknown."""
-    jobs = np.arange(remaining.shape[1])[None, :] < table.gpu_jobs[rows][:, None]
-    return (jobs & (remaining <= 0)).any(axis=1)
-
-
-def holds_in_force(job: PodJob, settings: Settings, alphas: Alphas) -> Holds:
-    """The holds against `job`'s pod (`room.holds_against`) but those for patient waiters
-    (module docstring). Filter and prioritize see the same."""
-    holds = holds_against(job, settings, alphas)
-    if not settings.wait_for_faster:
-        return holds
-    return patient_holds(holds, job.snapshot, settings.collocation, alphas,
-                         settings.wait_for_faster, settings.hold_after_s)
-
-
-def patient_holds(holds: Holds, snapshot: ClusterSnapshot, limits: Limits, alphas: Alphas,
-                  margin: float, patient_for_s: float) -> Holds:
-    """`holds` without those for a shorter waiter that fits now where it is held, and
-    would wait for a faster GPU (`faster_later` at `margin`, as its own filter decides
-    while it has waited less than `patient_for_s`)."""
-    patient = [(gpu, hold) for gpu, hold in holds.items() if hold.shorter and hold.fits_in_s <= 0]
-    if not patient:
-        return holds
-    waiters = {waiter.uid: waiter for waiter in snapshot.waiting}
-    table = GpuTable.from_states(snapshot.nodes)
-    kept = dict(holds)
-    for gpu, hold in patient:
-        waiter = waiters.get(hold.uid)
-        if waiter is None or waiter.gpus > 1:
-            continue
-        fit = fit_rows(table, _WaiterNeeds(waiter), limits, NO_HOLDS)
-        others = {key: other for key, other in kept.items() if other.uid != waiter.uid}
-        if faster_later(table, fit, alphas, snapshot.now, margin,
-                        patient_for_s - (snapshot.now - waiter.since), others) is not None:
-            del kept[gpu]
-    return kept
-
-
-class _WaiterNeeds(dict[str, Need]):
-    """A waiter's needs per GPU type as its filter estimated them; a type it was never
-    estimated for (not among its request's nodes) cannot take it."""
-
-    def __init__(self, waiter: Waiter) -> None:
-        super().__init__({gpu_type: Need(mib, seconds)
-                          for gpu_type, (mib, seconds) in waiter.needs.items()})
-
-    def __missing__(self, gpu_type: str) -> Need:
-        return _NEVER
-
-
-_NEVER = Need(math.inf, math.inf)
