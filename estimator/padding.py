@@ -31,7 +31,7 @@ A GPU type absent from training gets the workspace pair too (`padded_unseen_gpu`
 same card-specific cuDNN choice, measured on an H200 (VGG-16 at batch 64 took 12,199 MiB,
 VGG-19 10,875) where the plain unseen-GPU pad left it 2 % short.
 
-`estimator.predict` picks among them for one job (`estimator.evaluation` scores the
+`estimator.predict` picks among them for one job (`estimator.fitting.evaluation` scores the
 same rule).
 
 Censored rows (a job killed for memory: its true peak was above the MiB it held)

@@ -1,7 +1,7 @@
 """Trained regressors in plain numpy: the form the service loads (``<name>.npz``).
 
 Training fits scikit-learn objects and pickles them (``<name>.joblib``, for evaluation);
-`estimator.compiling` turns each into the arrays below. Loading them needs numpy only:
+`estimator.fitting.compiling` turns each into the arrays below. Loading them needs numpy only:
 no scikit-learn, SciPy or pandas import (about a second of a replica's start) and no
 unpickling, and predictions equal scikit-learn's to the last bit (same float32 tree
 comparisons, same order of sums; tests/estimator/test_portable.py checks every artefact).

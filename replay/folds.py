@@ -3,8 +3,8 @@ without the job's model (``lomo``) or its architecture family (``lofo``).
 
 One fold per model (or family) in the training rows. Each fold's artefacts (every
 target, ours and the paper's RFR) are fitted by the estimator's own training code
-(`estimator.training.fit`, pads held out inside the fold) and saved with
-`estimator.artefacts.save` into a cache directory, never into profiles/:
+(`estimator.fitting.training.fit`, pads held out inside the fold) and saved with
+`estimator.fitting.artefacts.save` into a cache directory, never into profiles/:
 ``CACHE/<digest>/<protocol>/<fold>/``, the digest naming the training rows (features
 included) and the estimator's source, so a change to either trains again. A fold is
 written to a temporary directory and renamed when complete.
@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from estimator import artefacts
+from estimator.fitting import artefacts
 from estimator.reference.tables import TARGETS, load_target
 from estimator.predict import Estimator
-from estimator.training import artefact_name, fit
+from estimator.fitting.training import artefact_name, fit
 from estimator.zoo import REGISTRY
 
 PROTOCOLS = ("lomo", "lofo")

@@ -32,11 +32,11 @@ from estimator.reference.tables import (
     measurements_option, read_measurements,
 )
 from estimator.errors import EstimatorError
-from estimator.evaluation import (
+from estimator.fitting.evaluation import (
     ANCHORS, PROTOCOLS, evaluate_by_family, residual_parts, score_service,
 )  # fmt: skip
 from estimator.predict import Estimator
-from estimator.regressors import BASELINE, CHOSEN, DESIGNS
+from estimator.fitting.regressors import BASELINE, CHOSEN, DESIGNS
 
 COLUMNS = ("rmse", "rmsle", "avg_err_pct", "max_err_pct", "under_alloc_pct", "over_alloc_pct")
 

@@ -17,7 +17,7 @@ characteristics, and `schedtune train` fits on them beside the reference data.
 `--collocate` runs each job alone, then all at once (one process each), prints every
 job's speed together over alone (the interference `profiles/interference.json` models)
 and upserts the rows into profiles/collocation.csv.
-The libraries are `estimator.profiling` and `estimator.collocation_profiling`.
+The libraries are `estimator.profiling.jobs` and `estimator.profiling.collocation`.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from pathlib import Path
 from estimator.reference.tables import COLLOCATION_FILE, MEASUREMENTS_FILE
 from estimator.errors import EstimatorError
 from estimator.feature_table import TASKS, check_job
-from estimator.collocation_profiling import collocate, parse_job, record_collocation
-from estimator.profiling import CIFAR10_TRAIN_IMAGES, ProfileError, profile, query_gpu, record
+from estimator.profiling.collocation import collocate, parse_job, record_collocation
+from estimator.profiling.jobs import CIFAR10_TRAIN_IMAGES, ProfileError, profile, query_gpu, record
 from estimator.zoo import MODEL_NAMES, PAPER_MODELS, get_spec
 
 

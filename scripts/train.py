@@ -29,16 +29,16 @@ import sys
 from pathlib import Path
 
 
-from estimator import artefacts
+from estimator.fitting import artefacts
 from estimator.reference.tables import (
     DATA_HELP, MEASUREMENTS_FILE, TARGETS, find_data_dir, load_target, measurements_option,
 )
 from estimator.errors import EstimatorError
-from estimator.observations import (
+from estimator.fitting.observations import (
     TIME_TARGETS, censored_gain, censored_rows, observation_rows, refit_gain, supersede,
 )  # fmt: skip
-from estimator.regressors import BASELINE, CHOSEN, DESIGNS
-from estimator.training import artefact_name, fit
+from estimator.fitting.regressors import BASELINE, CHOSEN, DESIGNS
+from estimator.fitting.training import artefact_name, fit
 
 log = logging.getLogger("train")
 

@@ -3,9 +3,9 @@
 import pytest
 
 from estimator.reference.tables import load_target
-from estimator.evaluation import held_out, metrics
+from estimator.fitting.evaluation import held_out, metrics
 from estimator.padding import padded_unseen_family, workspace_range
-from estimator.regressors import DESIGNS
+from estimator.fitting.regressors import DESIGNS
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +37,7 @@ def test_missing_data_dir_is_a_clear_error(tmp_path) -> None:
 
 
 def test_lofo_holds_out_whole_families_never_a_sibling_in_fitting(frame) -> None:
-    from estimator.evaluation import _outer_splits, families
+    from estimator.fitting.evaluation import _outer_splits, families
 
     family = families(frame)
     assert set(family) == {"resnet", "densenet", "vgg"}
@@ -50,7 +50,7 @@ def test_lofo_holds_out_whole_families_never_a_sibling_in_fitting(frame) -> None
 
 
 def test_per_family_report_splits_the_same_held_out_rows(frame) -> None:
-    from estimator.evaluation import evaluate_by_family
+    from estimator.fitting.evaluation import evaluate_by_family
 
     designs = {"ours": DESIGNS["train-mem"]["ours"]}
     report = evaluate_by_family(designs, frame, "lofo", n_jobs=1)["ours"]
@@ -63,8 +63,8 @@ def test_lofo_gives_a_held_out_family_the_pad_the_service_would(frame) -> None:
     """A held-out family is padded as the artefact fitted on the other families pads an
     unseen family (its pad, or the workspace margin and its pad): what a user's new kind
     of model gets."""
-    from estimator.evaluation import _outer_splits, families
-    from estimator.training import fit
+    from estimator.fitting.evaluation import _outer_splits, families
+    from estimator.fitting.training import fit
 
     design = "device-constant"
     rows = held_out(DESIGNS["train-mem"][design], frame, "lofo", n_jobs=1)
@@ -84,7 +84,7 @@ def test_lofo_gives_a_held_out_family_the_pad_the_service_would(frame) -> None:
 
 
 def test_each_simulated_part_removes_residual_for_every_family(frame) -> None:
-    from estimator.evaluation import ANCHORS, residual_parts
+    from estimator.fitting.evaluation import ANCHORS, residual_parts
 
     parts = residual_parts(frame)
     assert set(parts) == {"resnet", "densenet", "vgg", "all"}

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from estimator.reference.tables import load_target
-from estimator.observations import observation_rows, refit_gain
+from estimator.fitting.observations import observation_rows, refit_gain
 
 
 def _observations(data_dir, slowdown: float = 1.5) -> list[dict]:
@@ -71,7 +71,7 @@ def _ooms(data_dir, factor: float = 1.3) -> list[dict]:
 
 
 def test_runs_killed_for_memory_become_censored_rows() -> None:
-    from estimator.observations import censored_rows
+    from estimator.fitting.observations import censored_rows
 
     killed = {"model": "vgg16", "task": "train", "batch": "32", "gpu_type": "RTX-3090",
               "reserved_mib": "9000", "oom": "1", "outcome": "oom"}
@@ -88,7 +88,7 @@ def test_runs_killed_for_memory_become_censored_rows() -> None:
 
 
 def test_refitting_with_killed_runs_stops_under_reserving_them(data_dir) -> None:
-    from estimator.observations import censored_gain, censored_rows
+    from estimator.fitting.observations import censored_gain, censored_rows
 
     extra = censored_rows(_ooms(data_dir), "train-mem")
     frame = load_target("train-mem", data_dir, extra=extra)

@@ -4,7 +4,7 @@ import pytest
 from estimator.padding import (
     MIN_PAD, affine_pad, held_out_pad, pad_fraction, padded, padded_unseen_family, workspace_range,
 )  # fmt: skip
-from estimator.regressors import ColumnRegressor
+from estimator.fitting.regressors import ColumnRegressor
 
 
 def test_pad_is_the_largest_relative_under_prediction() -> None:
@@ -33,7 +33,7 @@ def test_held_out_pad_comes_from_rows_outside_the_fit() -> None:
 
 def test_censored_rows_are_lifted_above_their_bounds() -> None:
     from estimator.padding import CENSOR_MARGIN, fit_censored
-    from estimator.regressors import ResidualPeakRegressor
+    from estimator.fitting.regressors import ResidualPeakRegressor
 
     # An anchor 1000 MiB short on one GPU; two runs on that GPU were killed at 1200 MiB
     # above the anchor (their true peak is higher still).

@@ -3,11 +3,12 @@
 import numpy as np
 import pytest
 
-from estimator import artefacts, portable
-from estimator.compiling import compile_regressor
+from estimator import portable
+from estimator.fitting import artefacts
+from estimator.fitting.compiling import compile_regressor
 from estimator.errors import ArtefactError
 from estimator.predict import MEMORY_TARGETS, TIME_TARGETS, Estimator, _Predictor
-from estimator.regressors import DESIGNS
+from estimator.fitting.regressors import DESIGNS
 
 TARGETS = (*MEMORY_TARGETS.values(), *TIME_TARGETS.values())
 

@@ -3,7 +3,7 @@ import shutil
 
 import pytest
 
-from estimator import artefacts
+from estimator.fitting import artefacts
 from estimator.catalogue import CATALOGUE
 from estimator.errors import ArtefactError, InvalidJob, UnknownGPU, UnknownModel
 from estimator.predict import Estimator, Job

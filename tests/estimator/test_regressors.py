@@ -3,7 +3,7 @@ import pytest
 from sklearn.base import clone
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from estimator.regressors import ColumnRegressor, ResidualPeakRegressor
+from estimator.fitting.regressors import ColumnRegressor, ResidualPeakRegressor
 
 
 @parametrize_with_checks([ResidualPeakRegressor(n_estimators=5), ColumnRegressor()])

@@ -5,8 +5,8 @@ import pytest
 
 from estimator.reference.tables import load_target
 from estimator.padding import affine_pad, held_out_predictions
-from estimator.regressors import DESIGNS
-from estimator.training import fit
+from estimator.fitting.regressors import DESIGNS
+from estimator.fitting.training import fit
 
 DESIGN = "device-constant"  # no forest: seconds
 
@@ -17,7 +17,7 @@ def frame(data_dir):
 
 
 def test_a_family_absent_from_training_gets_the_leave_one_family_out_pad(frame) -> None:
-    from estimator.evaluation import families, matrix
+    from estimator.fitting.evaluation import families, matrix
 
     _, meta = fit("train-mem", DESIGN, frame, with_stats=False)
     assert meta["seen_families"] == ["densenet", "resnet", "vgg"]
@@ -52,7 +52,7 @@ def test_fixed_pad_designs_keep_their_pad_everywhere(frame) -> None:
 def test_an_unseen_family_also_gets_a_pad_beside_its_workspace_range(frame) -> None:
     """Designs anchored on the simulated device memory carry the pad of what the workspace
     range leaves, from the same leave-one-model-out and leave-one-family-out predictions."""
-    from estimator.evaluation import families, matrix
+    from estimator.fitting.evaluation import families, matrix
     from estimator.padding import held_out_predictions, workspace_range
 
     design = DESIGNS["train-mem"][DESIGN]

@@ -1,4 +1,4 @@
-"""The profiler (`estimator.profiling`, `schedtune profile`) without a GPU: nvidia-smi
+"""The profiler (`estimator.profiling.jobs`, `schedtune profile`) without a GPU: nvidia-smi
 parsing, the sampler, the job loop and the collocation windows on the CPU, and the rows it
 records (read back by the estimator's data loader)."""
 
@@ -12,9 +12,9 @@ from dataclasses import replace
 import pytest
 
 from estimator.reference import tables as data
-from estimator import collocation_profiling
-from estimator import profiling as profile_gpu
-from estimator.profiling import Measurement, MemorySampler, ProfileError
+from estimator.profiling import collocation as collocation_profiling
+from estimator.profiling import jobs as profile_gpu
+from estimator.profiling.jobs import Measurement, MemorySampler, ProfileError
 from scripts import profile_gpu as profile_cli
 
 QUERY = "0, NVIDIA H100 80GB HBM3, 81559, 4, 550.54.15\n1, Tesla T4, 15360, 0, 550.54.15\n"
@@ -150,8 +150,8 @@ def test_cli_without_cuda_says_so_and_refuses_bad_jobs(capsys) -> None:
 
 
 def test_collocated_rows_are_upserted_per_group_and_member(tmp_path) -> None:
-    from estimator.collocation_profiling import Collocated, record_collocation
-    from estimator.profiling import SmiGpu
+    from estimator.profiling.collocation import Collocated, record_collocation
+    from estimator.profiling.jobs import SmiGpu
 
     gpu = SmiGpu(0, "NVIDIA H200", 143771, 0, "580.159.04")
     pair = [Collocated("resnet50", "train", 32, 2, 40.0, 25.0),

@@ -21,7 +21,7 @@ import pandas as pd
 import sklearn
 
 from estimator import portable
-from estimator.compiling import compile_regressor
+from estimator.fitting.compiling import compile_regressor
 from estimator.errors import ArtefactError
 from estimator.portable import MODELS_DIR
 CHECKED_VERSIONS = ("sklearn", "numpy")

@@ -21,10 +21,10 @@ from sklearn.model_selection import KFold
 
 from estimator.catalogue import CATALOGUE
 from estimator.reference.tables import TARGETS
-from estimator.evaluation import matrix
+from estimator.fitting.evaluation import matrix
 from estimator.feature_table import FeatureTable
 from estimator.padding import CENSOR_MARGIN, fit_censored, held_out_pad
-from estimator.regressors import DESIGNS
+from estimator.fitting.regressors import DESIGNS
 
 TIME_TARGETS = ("train-time", "infer-time")
 MEMORY_TARGETS = ("train-mem", "infer-mem")

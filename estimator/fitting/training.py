@@ -7,14 +7,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from estimator import artefacts
+from estimator.fitting import artefacts
 from estimator.reference.tables import RECONSTRUCTED, TARGETS
-from estimator.evaluation import evaluate, families, matrix
+from estimator.fitting.evaluation import evaluate, families, matrix
 from estimator.padding import (
     fit_censored, held_out_predictions, lower_bounds, pad_fraction, unseen_family_pads,
     workspace_range,
 )  # fmt: skip
-from estimator.regressors import DESIGNS
+from estimator.fitting.regressors import DESIGNS
 
 
 def artefact_name(target: str, design: str) -> str:
@@ -43,7 +43,7 @@ def fit(target: str, design_name: str, frame: pd.DataFrame,
     the same schemes' pad of what the job's workspace range leaves
     (`estimator.padding.padded_unseen_family`; designs with the workspace margin and rows
     of two families or more only). Rows with ``censored`` set are lower bounds (OOM kills,
-    `estimator.observations`): fitted Tobit-style and covered by every pad.
+    `estimator.fitting.observations`): fitted Tobit-style and covered by every pad.
     """
     design = DESIGNS[target][design_name]
     usable = frame[~frame["over_capacity"]].reset_index(drop=True)

@@ -1,5 +1,5 @@
 """Measure jobs on a real NVIDIA GPU: peak memory and run time (the slowdown when
-collocated: `estimator.collocation_profiling`).
+collocated: `estimator.profiling.collocation`).
 
 The paper's method (IV-B): while a job runs, `nvidia-smi` samples the GPU's used memory;
 the peak above what the GPU used before the job's process touched CUDA (so the CUDA

@@ -1,4 +1,4 @@
-"""Held-out evaluation of the designs in `estimator.regressors`.
+"""Held-out evaluation of the designs in `estimator.fitting.regressors`.
 
 Protocols (outer split -> the pad E is derived by the same scheme inside the
 outer training rows, so no held-out row ever informs its own pad):
@@ -41,7 +41,7 @@ from estimator.padding import (
     fit_censored, held_out_predictions, lower_bounds, pad_fraction, padded_unseen_family,
     padded_unseen_gpu, unseen_family_pads, workspace_range,
 )  # fmt: skip
-from estimator.regressors import Design
+from estimator.fitting.regressors import Design
 from estimator.zoo import REGISTRY
 
 PROTOCOLS = ("random", "lomo", "lofo", "logo", "logo-calibrated")

@@ -1,6 +1,6 @@
 """Measure how jobs slow each other on one real NVIDIA GPU: each job's rate alone, then
 all at once, one process each (`schedtune profile --collocate`). Offline tool, beside
-`estimator.profiling` (whose job runner it uses): torch is imported only inside the
+`estimator.profiling.jobs` (whose job runner it uses): torch is imported only inside the
 processes that run jobs."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from estimator.feature_table import check_job, upsert
-from estimator.profiling import (
+from estimator.profiling.jobs import (
     WARM_UP_STEPS, ProfileError, SmiGpu, _place, _require_cuda, _synchronize, catalogue_gpu,
 )  # fmt: skip
 from estimator.zoo import get_spec

@@ -1,6 +1,6 @@
 """Fitted scikit-learn regressors of our designs -> their numpy form (`estimator.portable`).
 
-Only the shapes `estimator.regressors.DESIGNS` builds are known; anything else is a
+Only the shapes `estimator.fitting.regressors.DESIGNS` builds are known; anything else is a
 `TypeError` at training time rather than a wrong prediction in the service.
 """
 
@@ -16,7 +16,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
 from estimator.portable import Column, Forest, Linear, LogTarget, Regressor, Residual
-from estimator.regressors import ColumnRegressor, ResidualPeakRegressor
+from estimator.fitting.regressors import ColumnRegressor, ResidualPeakRegressor
 
 
 def compile_regressor(fitted: Any) -> Regressor:
