@@ -38,11 +38,11 @@ from estimator.predict import Estimator
 from extender.cluster.binders import RECORD_ONLY, BindTarget, PodReader
 from extender.core import binding, decisions, filtering, prioritizing, time_bias
 from extender.core.annotations import AnnotationError, parse_demand
+from extender.core.filtering.holds import SHORT_HOLDS
 from extender.wire import gpushare, hami
 from extender.core.gpu_table import distinct_layouts
 from extender.core.interference import alphas_for
 from extender.core.job import Assessment, NotOurs, PodJob, Refused
-from extender.core.filtering.holds import SHORT_HOLDS
 from extender.errors import Conflict, StoreUnavailable
 from extender.filter_cycle import FilterCycle, NodeLayoutsByName
 from extender.gang_verbs import Gangs, SizeReader

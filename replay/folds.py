@@ -23,9 +23,9 @@ from pathlib import Path
 import pandas as pd
 
 from estimator.fitting import artefacts
-from estimator.reference.tables import TARGETS, load_target
-from estimator.predict import Estimator
 from estimator.fitting.training import artefact_name, fit
+from estimator.predict import Estimator
+from estimator.reference.tables import TARGETS, load_target
 from estimator.zoo import REGISTRY
 
 PROTOCOLS = ("lomo", "lofo")

@@ -30,11 +30,11 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from estimator.reference.tables import COLLOCATION_FILE, MEASUREMENTS_FILE
 from estimator.errors import EstimatorError
 from estimator.feature_table import TASKS, check_job
 from estimator.profiling.collocation import collocate, parse_job, record_collocation
 from estimator.profiling.jobs import CIFAR10_TRAIN_IMAGES, ProfileError, profile, query_gpu, record
+from estimator.reference.tables import COLLOCATION_FILE, MEASUREMENTS_FILE
 from estimator.zoo import MODEL_NAMES, PAPER_MODELS, get_spec
 
 

@@ -21,9 +21,10 @@ import pandas as pd
 import sklearn
 
 from estimator import portable
-from estimator.fitting.compiling import compile_regressor
 from estimator.errors import ArtefactError
+from estimator.fitting.compiling import compile_regressor
 from estimator.portable import MODELS_DIR
+
 CHECKED_VERSIONS = ("sklearn", "numpy")
 
 

@@ -15,8 +15,8 @@ from sklearn.linear_model import RidgeCV
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
-from estimator.portable import Column, Forest, Linear, LogTarget, Regressor, Residual
 from estimator.fitting.regressors import ColumnRegressor, ResidualPeakRegressor
+from estimator.portable import Column, Forest, Linear, LogTarget, Regressor, Residual
 
 
 def compile_regressor(fitted: Any) -> Regressor:

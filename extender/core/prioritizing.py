@@ -21,12 +21,12 @@ from dataclasses import replace
 import numpy as np
 
 from extender.by_node import NodeScores, NodeVerdicts
-from extender.core.fit_rows import Fit, fit_rows
 from extender.core import fragmentation, per_node
+from extender.core.filtering.holds import holds_in_force
+from extender.core.fit_rows import Fit, fit_rows
 from extender.core.gpu_table import GpuTable, judged_at_once
 from extender.core.interference import Alphas, alphas_for
 from extender.core.job import Assessment, PodJob
-from extender.core.filtering.holds import holds_in_force
 from extender.core.room import NO_HOLDS, Holds
 from extender.model import ClusterSnapshot, Limits, Need, NodeGpus, NodeState, Verdict
 from extender.policies.base import Placement, ScoringPolicy

@@ -2,10 +2,10 @@
 
 import pytest
 
-from estimator.reference.tables import load_target
 from estimator.fitting.evaluation import held_out, metrics
-from estimator.padding import padded_unseen_family, workspace_range
 from estimator.fitting.regressors import DESIGNS
+from estimator.padding import padded_unseen_family, workspace_range
+from estimator.reference.tables import load_target
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from estimator.reference.tables import load_target
 from estimator.fitting.observations import observation_rows, refit_gain
+from estimator.reference.tables import load_target
 
 
 def _observations(data_dir, slowdown: float = 1.5) -> list[dict]:

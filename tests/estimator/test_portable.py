@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 
 from estimator import portable
+from estimator.errors import ArtefactError
 from estimator.fitting import artefacts
 from estimator.fitting.compiling import compile_regressor
-from estimator.errors import ArtefactError
-from estimator.predict import MEMORY_TARGETS, TIME_TARGETS, Estimator, _Predictor
 from estimator.fitting.regressors import DESIGNS
+from estimator.predict import MEMORY_TARGETS, TIME_TARGETS, Estimator, _Predictor
 
 TARGETS = (*MEMORY_TARGETS.values(), *TIME_TARGETS.values())
 

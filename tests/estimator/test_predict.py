@@ -3,9 +3,9 @@ import shutil
 
 import pytest
 
-from estimator.fitting import artefacts
 from estimator.catalogue import CATALOGUE
 from estimator.errors import ArtefactError, InvalidJob, UnknownGPU, UnknownModel
+from estimator.fitting import artefacts
 from estimator.predict import Estimator, Job
 
 

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from estimator.reference.tables import load_target
-from estimator.padding import affine_pad, held_out_predictions
 from estimator.fitting.regressors import DESIGNS
 from estimator.fitting.training import fit
+from estimator.padding import affine_pad, held_out_predictions
+from estimator.reference.tables import load_target
 
 DESIGN = "device-constant"  # no forest: seconds
 

@@ -173,9 +173,9 @@ def test_a_request_reads_its_own_entry_and_the_oldest_waiters_and_decides_as_wit
     import random
 
     from extender.core.filtering import decide_filter
+    from extender.core.filtering.holds import SHORT_HOLDS
     from extender.core.job import PodJob
     from extender.core.prioritizing import decide_scores
-    from extender.core.filtering.holds import SHORT_HOLDS
     from extender.model import Limits, Need, PodDemand
     from extender.settings import Settings
     from extender.state.store import WaitersRead

@@ -11,10 +11,10 @@ from dataclasses import replace
 
 import pytest
 
-from estimator.reference import tables as data
 from estimator.profiling import collocation as collocation_profiling
 from estimator.profiling import jobs as profile_gpu
 from estimator.profiling.jobs import Measurement, MemorySampler, ProfileError
+from estimator.reference import tables as data
 from scripts import profile_gpu as profile_cli
 
 QUERY = "0, NVIDIA H100 80GB HBM3, 81559, 4, 550.54.15\n1, Tesla T4, 15360, 0, 550.54.15\n"

@@ -7,9 +7,9 @@ import math
 
 import pytest
 
+from extender.core.filtering.holds import held_gpus
 from extender.core.gang_plan import Communication, plan_gang, training_steps
 from extender.core.interference import Alphas
-from extender.core.filtering.holds import held_gpus
 from extender.model import ClusterSnapshot, Limits, Need, Waiter
 from extender.policies import make_policy
 from tests.extender.states import node_state, queued

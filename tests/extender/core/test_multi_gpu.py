@@ -5,9 +5,9 @@ import pytest
 
 from extender.core import gpu_table
 from extender.core.filtering.fit import filter_nodes, node_verdict
-from extender.core.prioritizing import node_placement, score_nodes
-from extender.core.interference import Alphas
 from extender.core.filtering.holds import held_gpus
+from extender.core.interference import Alphas
+from extender.core.prioritizing import node_placement, score_nodes
 from extender.model import ClusterSnapshot, Limits, Need, Waiter
 from extender.policies import make_policy
 from extender.policies.base import Placement

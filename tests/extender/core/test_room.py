@@ -1,9 +1,9 @@
 """The starvation guard: which GPU is held for the oldest waiter, and what still fits there."""
 
 from extender.core.filtering.fit import filter_nodes
-from extender.core.prioritizing import score_nodes
-from extender.core.interference import Alphas
 from extender.core.filtering.holds import held_gpus
+from extender.core.interference import Alphas
+from extender.core.prioritizing import score_nodes
 from extender.core.room import Hold, held_from
 from extender.model import ClusterSnapshot, Need, Waiter
 from extender.policies.marginal import Marginal
