@@ -3,15 +3,21 @@
 Policies are chosen by name (`POLICIES`); `ORACLES` read the world's truth. The extender
 policies share one Redis, the one `Settings` resolves from the environment:
 ``REDIS_URL``, else an embedded redis-server in a temporary directory, started for the
-replay and stopped after (each policy wipes it before it starts).
+replay and stopped after (each policy wipes it before it starts). With ``parallel`` > 1,
+the extender policies (all the replay's time but a second or two) run in worker
+processes at once, each in a database of its own (`with_db`); the figures are the same.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
+import pickle
+import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -20,6 +26,7 @@ from tqdm import tqdm
 
 from estimator.predict import Estimator
 from extender.model import Limits
+from extender.redis_url import with_db
 from extender.settings import Settings
 from extender.state.embedded_redis import EmbeddedRedis
 from replay.baselines import DeclaredMemoryPolicy, OraclePolicy, WholeGpuPolicy
@@ -150,17 +157,19 @@ def describe_cluster(nodes: list[SimNode]) -> dict[str, Any]:
 def run_replay(jobs: list[SimJob], nodes: list[SimNode], workload: str,
                policies: Sequence[str], scenario: Scenario, *, env: Mapping[str, str],
                sensitivity: bool = False, progress: bool = False,
-               world: World | None = None) -> tuple[dict[str, Any], dict[str, Run]]:
+               world: World | None = None,
+               parallel: int = 1) -> tuple[dict[str, Any], dict[str, Run]]:
     """Every policy in `policies` over `jobs` on `nodes` in the scenario's world (or
     `world`), on the Redis `env` names (`replay_redis`). Returns the report (workload,
     cluster, world, assumptions and each policy's figures; with `sensitivity`, makespan,
-    JCT and OOMs again at 2 s and 30 s start-up) and the runs by policy name."""
+    JCT and OOMs again at 2 s and 30 s start-up) and the runs by policy name; `parallel`:
+    processes replaying extender policies at once (module docstring)."""
     deciders = Deciders(scenario)
     with replay_redis(env) as redis_url:
         types = {n.gpu_type for n in nodes}
         world = world or scenario.build_world(types)
-        runs = {p: run_policy(p, world, nodes, jobs, redis_url, progress, deciders,
-                              scenario.retry_limit) for p in policies}
+        runs = _run_policies(policies, world, nodes, jobs, redis_url, progress, deciders,
+                             parallel)
         report: dict[str, Any] = {
             "workload": workload, "jobs": len(jobs), "cluster": describe_cluster(nodes),
             **world.describe(), **scenario.describe(),
@@ -178,3 +187,49 @@ def run_replay(jobs: list[SimJob], nodes: list[SimNode], workload: str,
                         if k in SENSITIVITY_FIGURES}
                     for p in policies}
     return report, runs
+
+
+def _run_policies(policies: Sequence[str], world: World, nodes: list[SimNode],
+                  jobs: list[SimJob], redis_url: str, progress: bool, deciders: Deciders,
+                  parallel: int) -> dict[str, Run]:
+    """Each policy's run, in `policies`' order: the extender policies in worker processes
+    when `parallel` > 1 and there are several, the others here meanwhile."""
+    retry_limit = deciders.scenario.retry_limit
+    apart = [p for p in policies if p in EXTENDER_POLICIES]
+    if parallel < 2 or len(apart) < 2:
+        return {p: run_policy(p, world, nodes, jobs, redis_url, progress, deciders,
+                              retry_limit) for p in policies}
+    if progress:
+        print(f"replaying {', '.join(apart)} in {min(parallel, len(apart))} processes",
+              file=sys.stderr, flush=True)
+    context = multiprocessing.get_context("spawn")  # no threads or sockets inherited
+    # Pickled here, once: the pool pickles in a thread of its own, while the policies run
+    # here meanwhile touch the same objects.
+    replayed = pickle.dumps((world, nodes, jobs, deciders.scenario))
+    with ProcessPoolExecutor(min(parallel, len(apart)), mp_context=context) as pool:
+        futures = {p: pool.submit(_run_apart, p, replayed, with_db(redis_url, db))
+                   for db, p in enumerate(apart, start=1)}
+        runs = {p: run_policy(p, world, nodes, jobs, redis_url, progress, deciders,
+                              retry_limit) for p in policies if p not in futures}
+        for name, future in futures.items():
+            runs[name] = future.result()
+            if progress:
+                print(f"{name:>17}: {runs[name].result['wall_s']:.0f} s", file=sys.stderr,
+                      flush=True)
+    return {p: runs[p] for p in policies}
+
+
+def _run_apart(name: str, replayed: bytes, redis_url: str) -> Run:
+    """`run_policy` in a worker process (`replayed`: the world, nodes, jobs and scenario,
+    pickled); what goes back is its figures, simulator and outcomes, without the policy
+    (its connections) or the progress hook."""
+    world, nodes, jobs, scenario = pickle.loads(replayed)  # our own, just made
+    run = run_policy(name, world, nodes, jobs, redis_url, False, Deciders(scenario),
+                     scenario.retry_limit)
+    run.sim.policy = None  # type: ignore[assignment]
+    run.sim.on_end = _nothing
+    return run
+
+
+def _nothing() -> None:
+    """A progress hook that can cross a process boundary."""

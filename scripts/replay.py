@@ -99,7 +99,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="keep the arrival times, permute which job arrives at each")
     parser.add_argument("--orders", type=int, default=0, metavar="N",
                         help="replay N orders (shuffles, or generated seeds) and summarise")
-    parser.add_argument("--parallel", type=int, default=1, help="orders replayed at once")
+    parser.add_argument("--parallel", type=int, metavar="N",
+                        help="processes replaying at once: orders with --orders (default 1), "
+                        "else the extender policies (default: every usable core)")
     parser.add_argument("--startup", type=float, default=10.0, help="per-job start-up seconds")
     parser.add_argument("--startup-alone", action="store_true",
                         help="start-up takes wall-clock time and shares nothing (laxer)")
@@ -133,7 +135,8 @@ def _validate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None
                      "--train-fraction 0..1")
     if not 0 <= args.startup <= 3600:
         parser.error("--startup must be 0..3600 seconds")
-    if not 0 <= args.orders <= 1000 or not 1 <= args.parallel <= 15:
+    parallel = 1 if args.parallel is None else args.parallel
+    if not 0 <= args.orders <= 1000 or not 1 <= parallel <= 15:
         parser.error("--orders 0..1000, --parallel 1..15")
     if not 0 <= args.retry_limit <= 20:
         parser.error("--retry-limit must be 0..20")
@@ -221,7 +224,9 @@ def _scenario(args: argparse.Namespace, workload: str) -> Scenario:
                           f"not found under {args.data} ({NO_DATA_HINT})")
     folds: tuple[tuple[str, str], ...] = ()
     if world in ("lomo", "lofo"):
-        dirs = train_folds(world, args.data, args.fold_cache, workers=args.parallel,
+        # Before any replay starts: every core the process may use trains a fold.
+        workers = max(args.parallel or 1, usable_cores())
+        dirs = train_folds(world, args.data, args.fold_cache, workers=workers,
                            log=lambda m: print(m, file=sys.stderr))
         folds = tuple((fold, str(path)) for fold, path in sorted(dirs.items()))
     return Scenario(world=world, data_dir=args.data, world_seed=args.world_seed,
@@ -236,6 +241,11 @@ def _orders(args: argparse.Namespace, workload: str, jobs):  # type: ignore[no-u
         return {i: generated_workload(args.jobs, args.rate, args.seed + i - 1,
                                       args.train_fraction) for i in range(1, args.orders + 1)}
     return {i: shuffle_order(jobs, i) for i in range(1, args.orders + 1)}
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity, not the machine's count)."""
+    return len(os.sched_getaffinity(0))
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -284,7 +294,8 @@ def _main(argv: list[str] | None) -> int:
         else:
             report, runs = run_replay(jobs, nodes, workload, args.policies, scenario,
                                       env=os.environ, sensitivity=args.sensitivity,
-                                      progress=not args.json, world=world)
+                                      progress=not args.json, world=world,
+                                      parallel=args.parallel or usable_cores())
             if args.plots:
                 report["plots"] = [str(p) for p in plot(args.plots, runs)]
             if args.jobs_out:
@@ -333,7 +344,7 @@ def _many(args: argparse.Namespace, workload: str, jobs, nodes, scenario: Scenar
 
     with replay_redis(os.environ) as redis_url:
         per_order = run_orders(orders, nodes, args.policies, scenario, redis_url,
-                               args.parallel, world, progress)
+                               args.parallel or 1, world, progress)
     world = world or scenario.build_world({n.gpu_type for n in nodes})
     report = {"workload": f"{workload}, {args.orders} orders", "jobs": len(jobs),
               "cluster": describe_cluster(nodes), **world.describe(), **scenario.describe(),

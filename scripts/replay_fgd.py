@@ -30,7 +30,7 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace, default_polic
         parser.error(f"--protocol fgd replays FGD's baselines ({', '.join(POLICIES)}) and "
                      "ours: leave out --policies, or --policies ours (ours and best-fit)")
     if args.world != "auto" or args.jobs_file or args.jobs_out or args.sensitivity \
-            or args.shuffle is not None or args.parallel != 1:
+            or args.shuffle is not None or args.parallel is not None:
         parser.error("--protocol fgd: no --world, --jobs-file, --jobs-out, --sensitivity, "
                      "--shuffle or --parallel")
     if not 0 <= args.orders <= 1000:

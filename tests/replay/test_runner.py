@@ -62,3 +62,25 @@ def test_a_held_out_world_routes_each_job_to_its_fold(tmp_path) -> None:
     assert route(SimJob(0, 0, "densenet121", "train", 8, 1)) == ""  # no fold: committed ones
     assert deciders.for_policy("ours")["estimators"] is routing["estimators"]  # loaded once
     assert Deciders(Scenario("reference", tmp_path)).for_policy("ours") == {}
+
+
+def test_extender_policies_in_worker_processes_give_the_same_figures(redis_url,
+                                                                       tmp_path) -> None:
+    from replay.runner import run_replay
+    from replay.workloads import generated_workload, parse_cluster
+
+    nodes = parse_cluster("T4:1x2,A10:1x1")
+    jobs = generated_workload(16, 30.0, seed=3, train_fraction=0.4)
+    scenario = Scenario("perturbed", tmp_path, world_seed=2)
+    policies = ["default", "schedtune-paper", "ours"]
+    reports = [run_replay(jobs, nodes, "w", policies, scenario, env={"REDIS_URL": redis_url},
+                          parallel=parallel) for parallel in (1, 2)]
+    figures = ("makespan_s", "avg_jct_s", "oom_count", "unscheduled", "decisions")
+    one, two = ({p: {k: r["policies"][p][k] for k in figures} for p in policies}
+                for r, _ in reports)
+    assert two == one and list(reports[1][0]["policies"]) == policies
+    here, apart = (runs["ours"] for _, runs in reports)  # apart: back from its process
+    # What the plots and --jobs-out read (memory in use summed in another process's set
+    # order: equal to the last bits).
+    assert apart.sim.timeline == [pytest.approx(point, rel=1e-12) for point in here.sim.timeline]
+    assert [o.ended_s for o in apart.outcomes] == [o.ended_s for o in here.outcomes]
