@@ -68,7 +68,7 @@ def score_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: Li
         idle: dict[NodeGpus | None, Placement | None] = {}  # idle nodes: the layout decides
         placements: dict[str, Placement] = {}
         names = [name for name in snapshot.nodes if among is None or name in among]
-        beside_idle = policy.beside_idle()
+        beside_idle = policy.beside_idle(backlog=bool(snapshot.waiting))
         if beside_idle is not policy and any(  # only a policy that differs asks (not drain)
                 per_node.idle_gpu_fits(snapshot.nodes[name], needs, limits, holds)
                 for name in names):
@@ -92,7 +92,7 @@ def score_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: Li
     only = None if among is None else _marked(table, among, passed_by)
     fit = fit_rows(table, needs, limits, holds)
     placed, cost, left, rows = _placements(table, fit, policy, snapshot.now,
-                                           alphas.rows(table), only)
+                                           alphas.rows(table), only, bool(snapshot.waiting))
     ties = None
     if tie_break == "fragmentation":
         ties = np.zeros(len(placed))
@@ -134,8 +134,8 @@ def node_placement(node: NodeState, needs: Mapping[str, Need], limits: Limits, n
 
 
 def _placements(table: GpuTable, fit: Fit, policy: ScoringPolicy, now: float,
-                alpha: float | np.ndarray | None = None, only: np.ndarray | None = None
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                alpha: float | np.ndarray | None = None, only: np.ndarray | None = None,
+                backlog: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Nodes that can take the job (positions, in order), their prices (at `alpha`, per GPU
     row or one for all; None: the policy's), memory left and the GPU row priced (-1 for a
     job on several GPUs); `only` (a bool per node): the nodes to price, the others left
@@ -145,7 +145,7 @@ def _placements(table: GpuTable, fit: Fit, policy: ScoringPolicy, now: float,
                       room_count=np.where(only, fit.room_count, 0))
     cost = np.full(len(fit.room), np.inf)
     cost[fit.room] = fit.work_s[fit.room]  # an idle GPU costs the job alone
-    beside_idle = policy.beside_idle()
+    beside_idle = policy.beside_idle(backlog)
     if beside_idle is not policy and (fit.room & (table.gpu_jobs == 0)).any():
         policy = beside_idle  # only a policy that differs asks (not drain), as per node
     busy = np.flatnonzero(fit.room & (table.gpu_jobs > 0))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from extender.policies.base import ScoringPolicy
 from extender.policies.drain import Drain
 from extender.policies.idle_first import IdleFirst
+from extender.policies.keeping_up import KeepingUp
 from extender.policies.marginal import Marginal
 from extender.policies.paper import Paper
 from extender.policies.settled import Settled
@@ -17,6 +18,7 @@ POLICIES: dict[str, type[ScoringPolicy]] = {
     Drain.name: Drain,
     Settled.name: Settled,
     IdleFirst.name: IdleFirst,
+    KeepingUp.name: KeepingUp,
 }
 DEFAULT_POLICY = Drain.name
 

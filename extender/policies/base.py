@@ -72,9 +72,10 @@ class ScoringPolicy(ABC):
             raise ValueError("no GPU to cost")
         return best
 
-    def beside_idle(self) -> ScoringPolicy:
-        """The policy that prices busy GPUs while an idle GPU could take the job (this one,
-        unless a policy says otherwise: `idle_first`)."""
+    def beside_idle(self, backlog: bool) -> ScoringPolicy:
+        """The policy that prices busy GPUs while an idle GPU could take the job; `backlog`:
+        pods are waiting (this one, unless a policy says otherwise: `idle_first`,
+        `keeping_up`)."""
         return self
 
     def with_alpha(self, alpha: float) -> ScoringPolicy:

@@ -22,5 +22,5 @@ from extender.policies.settled import Settled
 class IdleFirst(Drain):
     name: ClassVar[str] = "idle-first"
 
-    def beside_idle(self) -> ScoringPolicy:
+    def beside_idle(self, backlog: bool) -> ScoringPolicy:
         return Settled(alpha=self.alpha)

@@ -4,7 +4,7 @@ import pytest
 
 from extender.core.job import NotOurs, PodJob, Refused
 from extender.core.prioritizing import decide_scores, node_placement, score_nodes
-from extender.model import ClusterSnapshot, Limits, Need, PodDemand
+from extender.model import ClusterSnapshot, Limits, Need, PodDemand, Waiter
 from extender.policies import make_policy
 from extender.policies.base import TIED_SCORE, Placement
 from extender.settings import Settings
@@ -92,3 +92,27 @@ def test_idle_first_prices_sharing_as_lasting_only_while_an_idle_gpu_could_take_
     both_busy = ClusterSnapshot(now=100.0, nodes={"fast": fast, "slow": busy_slow})
     assert score_nodes(both_busy, need, Limits(4, {}), make_policy("idle-first", 0.91)) \
         == score_nodes(both_busy, need, Limits(4, {}), make_policy("drain", 0.91))
+
+
+@pytest.mark.parametrize("arrays", [False, True])
+def test_keeping_up_prices_as_idle_first_until_a_pod_waits(monkeypatch, arrays) -> None:
+    from extender.core import gpu_table
+
+    if arrays:
+        monkeypatch.setattr(gpu_table, "ARRAYS_FROM", 1)
+    fast = node_state("fast", [[queued("k", 1000, 2000, started=100)]], gpu_type="A100-80GB",
+                      memory=81920)
+    slow = node_state("slow", [[]], gpu_type="T4", memory=15360)
+    need = {"A100-80GB": Need(1000, 1000), "T4": Need(1000, 3000)}
+    nodes = {"fast": fast, "slow": slow}
+
+    def scores(policy: str, waiting: tuple[Waiter, ...] = ()) -> dict[str, float]:
+        snap = ClusterSnapshot(now=100.0, nodes=nodes, waiting=waiting)
+        return dict(score_nodes(snap, need, Limits(4, {}), make_policy(policy, 0.91)))
+
+    # No pod waits: the cluster keeps up, and the idle slow GPU wins as under idle-first.
+    assert scores("keeping-up") == scores("idle-first") != scores("drain")
+    # A pod waits (any pod: it fit nowhere, or waits for a better GPU): drain's prices.
+    waiter = Waiter("w", 50.0, {"T4": (20000, 100)}, "ns/w")
+    assert scores("keeping-up", (waiter,)) == scores("drain", (waiter,))
+    assert scores("keeping-up", (waiter,))["fast"] == 1.0

@@ -10,14 +10,15 @@ from tests.extender.states import queued
 
 
 def test_settings_accept_exactly_the_registered_policies() -> None:
-    assert set(POLICIES) == {"marginal", "shared", "paper", "drain", "settled", "idle-first"}
+    assert set(POLICIES) == {"marginal", "shared", "paper", "drain", "settled", "idle-first",
+                             "keeping-up"}
     assert DEFAULT_POLICY == "drain"
     for name in POLICIES:
         env = {"EXTENDER_SCORING": name, "EXTENDER_INTERFERENCE_ALPHA": "0.3"}
         settings = Settings.from_env(env)
         assert settings.policy.name == name and settings.policy.alpha == 0.3
         assert isinstance(settings.policy, ScoringPolicy)
-    with pytest.raises(SettingsError, match="marginal, shared, paper, drain, settled, idle-first"):
+    with pytest.raises(SettingsError, match="marginal, shared, paper, drain, settled, idle-first, keeping-up"):
         Settings.from_env({"EXTENDER_SCORING": "fastest"})
     with pytest.raises(KeyError, match="registered: marginal"):
         make_policy("fastest", 0.47)

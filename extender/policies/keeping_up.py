@@ -1,0 +1,29 @@
+"""`keeping-up`: `idle-first` while the cluster keeps up with its arrivals, `drain` once
+pods wait. Pure.
+
+The two prices are right in different clusters (docs/2026-12-06-sharing-priced-as-lasting.md).
+Where the cluster keeps up, a job should take an idle GPU, however slower, rather than
+stretch the jobs on a fast one (`settled`'s price beside an idle GPU): `drain` loses
+average JCT there. Where pods wait, every GPU that frees is taken by one of them, so what
+a placement costs is how long it keeps its GPU's work going (`drain`: list scheduling
+for makespan); pricing sharing as lasting there sends jobs to an idle slow card they
+then hold for long. Which one holds is read per decision from the queue itself: a pod
+waiting (a `Waiter`: it fit nowhere, or waits for a better GPU) means the cluster is
+not keeping up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from extender.policies.base import ScoringPolicy
+from extender.policies.idle_first import IdleFirst
+
+
+@dataclass(frozen=True)
+class KeepingUp(IdleFirst):
+    name: ClassVar[str] = "keeping-up"
+
+    def beside_idle(self, backlog: bool) -> ScoringPolicy:
+        return self if backlog else super().beside_idle(backlog)
