@@ -43,8 +43,8 @@ WAITS_KEPT = 64  # waiters' waits kept on a table (`GpuTable.remember`): all a r
 
 
 def holds_in_force(job: PodJob, settings: Settings, alphas: Alphas) -> Holds:
-    """The holds against `job`'s pod (`holds_against`) but those for patient waiters
-    (module docstring). Filter and prioritize see the same."""
+    """The stage: the holds against `job`'s pod (`holds_against`) but those for patient
+    waiters (module docstring). Filter and prioritize see the same."""
     holds = holds_against(job, settings, alphas)
     if not settings.wait_for_faster:
         return holds
