@@ -50,7 +50,7 @@ RECORDED = Path(__file__).resolve().parents[2] / "data" / "decisions" / "recorde
 SEED = 20260118
 PURE_CASES = 260
 STORE_CASES = 40
-POLICIES = ("marginal", "shared", "paper", "drain")  # drain's scores added after the others'
+POLICIES = ("marginal", "shared", "paper", "drain", "keeping-up")  # drain, then keeping-up, added later
 # (gpu_type, product, MiB per GPU); None: a product the catalogue does not know.
 TYPES = [("RTX-3090", "NVIDIA-GeForce-RTX-3090", 24576), ("A100", "NVIDIA-A100-SXM4-40GB", 40960),
          ("T4", "Tesla-T4", 15360), ("V100", "Tesla-V100-SXM2-16GB", 16160),
