@@ -50,10 +50,12 @@ Environment variables (the manifests in k8s/ use exactly these names):
     EXTENDER_REDIS_TIMEOUT_S       Redis socket timeout (default 1.0)
     EXTENDER_ESTIMATOR_DESIGN      trained design to load: ours (default) or paper-rfr
     EXTENDER_SCORING               the scoring policy, a name registered in
-                                   extender/policies/__init__.py (default drain: when
-                                   the GPU would be empty again with the job on it, its
-                                   jobs played forward; each policy's module docstring
-                                   says what it charges)
+                                   extender/policies/__init__.py (default keeping-up:
+                                   while pods wait, when the GPU would be empty again
+                                   with the job on it, its jobs played forward (drain);
+                                   while none waits, sharing beside an idle GPU priced
+                                   as lasting; each policy's module docstring says what
+                                   it charges)
     EXTENDER_TIE_BREAK             among nodes the policy prices alike (e.g. jobs with no
                                    predicted time): best-fit (default: the least memory
                                    left) or fragmentation (the least GPU share stranded

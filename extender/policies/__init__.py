@@ -20,7 +20,7 @@ POLICIES: dict[str, type[ScoringPolicy]] = {
     IdleFirst.name: IdleFirst,
     KeepingUp.name: KeepingUp,
 }
-DEFAULT_POLICY = Drain.name
+DEFAULT_POLICY = KeepingUp.name
 
 
 def make_policy(name: str, alpha: float) -> ScoringPolicy:

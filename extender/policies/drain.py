@@ -1,4 +1,6 @@
-"""`drain` (the default): when the GPU would be empty again with the job on it. Pure.
+"""`drain`: when the GPU would be empty again with the job on it. Pure.
+
+The default's price while pods wait (`keeping_up`); the default itself until 2026-12-06.
 
 The jobs on the GPU and the new one played forward at the collocation slowdown
 (`timeline.completion_times_s`); the price is when the last of them finishes.

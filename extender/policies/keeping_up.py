@@ -1,5 +1,5 @@
-"""`keeping-up`: `idle-first` while the cluster keeps up with its arrivals, `drain` once
-pods wait. Pure.
+"""`keeping-up` (the default): `idle-first` while the cluster keeps up with its arrivals,
+`drain` once pods wait. Pure.
 
 The two prices are right in different clusters (docs/2026-12-06-sharing-priced-as-lasting.md).
 Where the cluster keeps up, a job should take an idle GPU, however slower, rather than
@@ -10,6 +10,13 @@ for makespan); pricing sharing as lasting there sends jobs to an idle slow card 
 then hold for long. Which one holds is read per decision from the queue itself: a pod
 waiting (a `Waiter`: it fit nowhere, or waits for a better GPU) means the cluster is
 not keeping up.
+
+Why the default (docs/2026-12-06-keeping-up.md, 8 orders each): the one pricing ahead of
+the default scheduler and of declared on both medians in the 80-GPU world of today's GPUs
+and in the 4x one (where `drain` lost average JCT by 38 %), and ahead of the paper's
+policy on both medians in the paper's eight worlds (where `idle-first` lost two). It
+costs about 3 % of makespan against `drain` in the saturated 80-GPU world and in
+perturbed 2.
 """
 
 from __future__ import annotations

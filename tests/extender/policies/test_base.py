@@ -12,7 +12,7 @@ from tests.extender.states import queued
 def test_settings_accept_exactly_the_registered_policies() -> None:
     assert set(POLICIES) == {"marginal", "shared", "paper", "drain", "settled", "idle-first",
                              "keeping-up"}
-    assert DEFAULT_POLICY == "drain"
+    assert DEFAULT_POLICY == "keeping-up"
     for name in POLICIES:
         env = {"EXTENDER_SCORING": name, "EXTENDER_INTERFERENCE_ALPHA": "0.3"}
         settings = Settings.from_env(env)
