@@ -15,8 +15,8 @@ Why the default (docs/2026-12-06-keeping-up.md, 8 orders each): the one pricing 
 the default scheduler and of declared on both medians in the 80-GPU world of today's GPUs
 and in the 4x one (where `drain` lost average JCT by 38 %), and ahead of the paper's
 policy on both medians in the paper's eight worlds (where `idle-first` lost two). It
-costs about 3 % of makespan against `drain` in the saturated 80-GPU world and in
-perturbed 2.
+costs 3-7 % of makespan against `drain` where pods queue most (the saturated 80-GPU
+world, perturbed 2, 4 and 5).
 """
 
 from __future__ import annotations
