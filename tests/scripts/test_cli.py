@@ -38,6 +38,15 @@ def test_a_command_like_none_gets_no_guess(capsys) -> None:
     assert "did you mean" not in capsys.readouterr().err
 
 
+def _as_a_terminal_starts_it() -> None:
+    """SIGINT at its default and unblocked, as a shell starts a foreground job. A child
+    inherits both from its parent: started with them ignored or blocked (a pytest worker
+    sometimes has them so), the CLI never sees the Ctrl-C and ends at --timeout instead,
+    status 2 ("no model after 120 s")."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+
+
 def test_ctrl_c_is_one_line_and_status_130_and_ends_the_build(redis_url, redis_client,
                                                               tmp_path) -> None:
     (tmp_path / "hangs.py").write_text(HANGS)
@@ -45,14 +54,15 @@ def test_ctrl_c_is_one_line_and_status_130_and_ends_the_build(redis_url, redis_c
         [sys.executable, "-m", "scripts.cli", "models", "add", "x", "--entry-point",
          "hangs:build", "--path", str(tmp_path), "--no-export", "--timeout", "120"],
         cwd=REPO, env={**os.environ, "REDIS_URL": redis_url}, stderr=subprocess.PIPE,
-        text=True, start_new_session=True)  # its own process group, as a terminal's job
+        text=True, start_new_session=True,  # its own process group, as a terminal's job
+        preexec_fn=_as_a_terminal_starts_it)
     try:
         lines = iter(cli_process.stderr.readline, "")
         ready = next((line for line in lines if line.startswith("ready ")), "")
         assert ready, "the factory never ran"
         os.killpg(cli_process.pid, signal.SIGINT)  # Ctrl-C: the terminal's foreground group
         err = cli_process.stderr.read()
-        assert cli_process.wait(timeout=60) == 130
+        assert cli_process.wait(timeout=60) == 130, err  # its stderr when it is not
     finally:
         if cli_process.poll() is None:
             cli_process.kill()
