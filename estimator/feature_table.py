@@ -5,6 +5,9 @@ No torch here: this is what the request path uses. Two tables, written by
 
 * ``models.csv``: one row per model, torchinfo figures at batch 1 (MiB).
 * ``sim_peaks.csv``: one row per (model, task, batch), simulated peak by category.
+* ``op_costs.csv``: one row per (model, task, batch), what one step asks of a GPU per
+  class of operation (`estimator.simulation.op_costs`); optional: a model without it has
+  NaN there.
 
 `FeatureTable.job_features` scales per-sample figures by the batch and
 interpolates the simulated peak linearly between cached batches (it is affine
@@ -17,6 +20,7 @@ from __future__ import annotations
 import csv
 import difflib
 import fcntl
+import math
 import os
 import tempfile
 from bisect import bisect_left
@@ -29,6 +33,7 @@ from estimator.errors import EstimatorError, InvalidJob, UnknownModel
 FEATURES_DIR = Path(__file__).resolve().parent.parent / "profiles" / "features"
 MODELS_FILE = "models.csv"
 SIM_FILE = "sim_peaks.csv"
+OPS_FILE = "op_costs.csv"
 TASKS = ("train", "inference")
 MAX_BATCH = 4096
 
@@ -46,6 +51,9 @@ SIM_COLUMNS = (
 )  # fmt: skip
 #: The columns `estimator.simulation.features.simulate_device` refreshes on their own.
 DEVICE_COLUMNS = SIM_COLUMNS[SIM_COLUMNS.index("sim_allocated_mb"):]
+#: One step's operations (`estimator.simulation.op_costs.OpCosts`).
+OP_COLUMNS = ("op_conv_gflops", "op_mm_gflops", "op_conv_gb", "op_mm_gb", "op_other_gb",
+              "op_kernels")
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,12 @@ class JobFeatures:
     sim_workspace_max_mb: float
     sim_largest_alloc_mb: float
     sim_device_mb: float
+    op_conv_gflops: float = math.nan
+    op_mm_gflops: float = math.nan
+    op_conv_gb: float = math.nan
+    op_mm_gb: float = math.nan
+    op_other_gb: float = math.nan
+    op_kernels: float = math.nan
     sim_workspace_share: float = field(init=False)
     sim_fragmentation_share: float = field(init=False)
 
@@ -90,9 +104,12 @@ class FeatureTable:
     """Read-only view of the cached features."""
 
     def __init__(self, summaries: Mapping[str, Mapping[str, object]],
-                 sims: Mapping[tuple[str, str], Mapping[int, Mapping[str, float]]]) -> None:
+                 sims: Mapping[tuple[str, str], Mapping[int, Mapping[str, float]]],
+                 ops: Mapping[tuple[str, str], Mapping[int, Mapping[str, float]]] | None = None,
+                 ) -> None:
         self._summaries = dict(summaries)
         self._sims = {key: dict(sorted(rows.items())) for key, rows in sims.items()}
+        self._ops = {key: dict(sorted(rows.items())) for key, rows in (ops or {}).items()}
 
     @classmethod
     def load(cls, directory: Path = FEATURES_DIR) -> FeatureTable:
@@ -106,13 +123,19 @@ class FeatureTable:
                                  "schedtune features --all --device-only")
             key = (str(row["model"]), str(row["task"]))
             sims.setdefault(key, {})[int(row["batch"])] = {c: float(row[c]) for c in SIM_COLUMNS}
-        return cls(summaries, sims)
+        ops: dict[tuple[str, str], dict[int, dict[str, float]]] = {}
+        for row in _read_rows(directory / OPS_FILE):
+            key = (str(row["model"]), str(row["task"]))
+            ops.setdefault(key, {})[int(row["batch"])] = {c: float(row[c]) for c in OP_COLUMNS}
+        return cls(summaries, sims, ops)
 
     def with_models(self, summaries: Mapping[str, Mapping[str, object]],
                     sims: Mapping[tuple[str, str], Mapping[int, Mapping[str, float]]]
                     ) -> FeatureTable:
-        """This table plus (or with replaced) the given models' rows."""
-        return FeatureTable({**self._summaries, **summaries}, {**self._sims, **sims})
+        """This table plus (or with replaced) the given models' rows (no operation costs:
+        those of a replaced model are dropped)."""
+        ops = {key: rows for key, rows in self._ops.items() if key[0] not in summaries}
+        return FeatureTable({**self._summaries, **summaries}, {**self._sims, **sims}, ops)
 
     def rows_of(self, model: str) -> tuple[object, dict[str, object]]:
         """Everything the table holds of `model` (its summary, its simulated rows per task):
@@ -146,7 +169,9 @@ class FeatureTable:
                                f"Add one with: schedtune features {model}")
         summary = self._summaries[model]
         per = {c: float(summary[c]) for c in SUMMARY_COLUMNS}  # type: ignore[arg-type]
-        sim = _interpolate(self._sims[(model, task)], batch)
+        sim = _interpolate(self._sims[(model, task)], batch, SIM_COLUMNS)
+        ops = _interpolate(self._ops[(model, task)], batch, OP_COLUMNS) \
+            if (model, task) in self._ops else {}
         return JobFeatures(
             model=model,
             family=str(summary["family"]),
@@ -159,6 +184,7 @@ class FeatureTable:
             torchinfo_total_mb=per["params_mb"]
             + (per["input_mb_per_sample"] + per["fwd_bwd_mb_per_sample"]) * batch,
             **sim,
+            **ops,
         )
 
 
@@ -182,7 +208,8 @@ def check_job(task: str, batch: int) -> None:
         raise InvalidJob(f"batch size must be an integer in 1..{MAX_BATCH}, got {batch!r}")
 
 
-def _interpolate(rows: Mapping[int, Mapping[str, float]], batch: int) -> dict[str, float]:
+def _interpolate(rows: Mapping[int, Mapping[str, float]], batch: int,
+                 columns: tuple[str, ...]) -> dict[str, float]:
     batches = list(rows)
     if batch in rows:
         return dict(rows[batch])
@@ -191,7 +218,7 @@ def _interpolate(rows: Mapping[int, Mapping[str, float]], batch: int) -> dict[st
     i = min(max(bisect_left(batches, batch), 1), len(batches) - 1)
     lo, hi = batches[i - 1], batches[i]
     w = (batch - lo) / (hi - lo)
-    return {c: max(0.0, rows[lo][c] + w * (rows[hi][c] - rows[lo][c])) for c in SIM_COLUMNS}
+    return {c: max(0.0, rows[lo][c] + w * (rows[hi][c] - rows[lo][c])) for c in columns}
 
 
 def read_rows(path: Path) -> list[dict[str, str]]:

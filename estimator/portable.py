@@ -14,7 +14,8 @@ Four kinds, nested as the designs nest them:
 * `LogTarget`: exp of the inner prediction (a regressor fitted on log of the target);
 * `Residual`: `ResidualPeakRegressor`'s per-GPU anchor corrected by its forest (or by
   nothing, when it was fitted without one);
-* `Column`: one input column as it is (torchinfo's estimate).
+* `Column`: one input column as it is (torchinfo's estimate);
+* `Roofline`: `estimator.roofline`'s learned efficiencies.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from estimator import roofline
 from estimator.errors import ArtefactError
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "profiles" / "models"
@@ -182,8 +184,28 @@ class Column:
         return cls(int(arrays[f"{prefix}col"]))
 
 
+@dataclass(frozen=True, eq=False)
+class Roofline:
+    pooled: np.ndarray
+    architectures: np.ndarray  # codes seen in fitting
+    deviations: np.ndarray  # one (delta z_e, delta z_m) row per code
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        deviation = dict(zip(self.architectures.tolist(), self.deviations, strict=True))
+        return roofline.unit_time(X, self.pooled, deviation)
+
+    def to_arrays(self, prefix: str) -> Arrays:
+        return {f"{prefix}kind": np.array("roofline"), f"{prefix}pooled": self.pooled,
+                f"{prefix}architectures": self.architectures,
+                f"{prefix}deviations": self.deviations}
+
+    @classmethod
+    def from_arrays(cls, arrays: Arrays, prefix: str) -> Roofline:
+        return cls(*(arrays[f"{prefix}{k}"] for k in ("pooled", "architectures", "deviations")))
+
+
 KINDS: dict[str, Any] = {"forest": Forest, "linear": Linear, "log-target": LogTarget,
-                         "residual": Residual, "column": Column}
+                         "residual": Residual, "column": Column, "roofline": Roofline}
 
 
 def _read(arrays: Arrays, prefix: str) -> Regressor:

@@ -39,6 +39,8 @@ from estimator.predict import Estimator
 from estimator.fitting.regressors import BASELINE, CHOSEN, DESIGNS
 
 COLUMNS = ("rmse", "rmsle", "avg_err_pct", "max_err_pct", "under_alloc_pct", "over_alloc_pct")
+#: Time is never padded: predicted over actual replaces the allocation columns.
+TIME_COLUMNS = ("rmse", "avg_err_pct", "max_err_pct", "ratio_median", "ratio_p10", "ratio_p90")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,9 +97,16 @@ def main(argv: list[str] | None = None) -> int:
                      f"{', '.join(sorted(frame['gpu'].unique()))}")
     print(f"evaluating {len(designs)} designs on {len(frame)} {args.target} rows, "
           f"{args.protocol} held out ({args.jobs} processes)", file=sys.stderr, flush=True)
+    try:
+        fit_frames = {t: load_target(t, args.data, measurements=args.measurements)
+                      for t in {d.fit_target for d in designs.values() if d.fit_target}}
+    except EstimatorError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     results = evaluate_by_family(designs, frame, args.protocol, n_jobs=args.jobs, gpu=args.gpu,
                                  progress=lambda line: print(f"  {line}", file=sys.stderr,
-                                                             flush=True))
+                                                             flush=True),
+                                 fit_frames=fit_frames)
     report = {
         "protocol": args.protocol,
         "target": args.target,
@@ -152,7 +161,8 @@ def _positive(text: str) -> int:
 
 
 def render(report: dict) -> str:
-    head = f"{'estimator':<22}" + "".join(f"{c:>17}" for c in COLUMNS)
+    columns = TIME_COLUMNS if report["target"].endswith("-time") else COLUMNS
+    head = f"{'estimator':<22}" + "".join(f"{c:>17}" for c in columns)
     lines = [
         f"target {report['target']}, protocol {report['protocol']}"
         + (f", scored on {report['gpu']} rows only" if report.get("gpu") else "")
@@ -162,7 +172,7 @@ def render(report: dict) -> str:
     ]  # fmt: skip
     for name, m in report["estimators"].items():
         mark = " *" if name == report["chosen"] else ""
-        lines.append(f"{name + mark:<22}" + "".join(f"{m[c]:>17.3f}" for c in COLUMNS))
+        lines.append(f"{name + mark:<22}" + "".join(f"{m[c]:>17.3f}" for c in columns))
     chosen, base = report["estimators"][report["chosen"]], report["estimators"][report["baseline"]]
     lines.append(
         f"chosen/baseline average error: {chosen['avg_err_pct'] / base['avg_err_pct']:.2f}x; "

@@ -3,12 +3,15 @@
     schedtune features resnet50 vit_b_16
     schedtune features --all --tasks train --batches 8 16 32 64
     schedtune features --all --device-only      # refresh only the allocator replay columns
+    schedtune features --all --op-costs         # only each step's operations (op_costs.csv)
 
 Writes profiles/features/models.csv and sim_peaks.csv (upserted, so runs can be
 split and repeated). --device-only recomputes the replayed device memory (caching
 allocator and cuDNN workspaces, seconds per model) of the rows already cached and
-keeps their MemTracker columns (a minute per DenseNet batch). Imports torch; never
-run on the request path.
+keeps their MemTracker columns (a minute per DenseNet batch). --op-costs writes only
+op_costs.csv: each step's FLOPs, bytes and kernels per class of operation (seconds per
+batch), what the time model prices on each GPU type. Imports torch; never run on the
+request path.
 """
 
 from __future__ import annotations
@@ -42,8 +45,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device-only", action="store_true",
                         help="recompute only the device-memory columns of cached rows (an "
                              "error, exit 2, when none of the asked rows is cached)")
+    parser.add_argument("--op-costs", action="store_true",
+                        help="compute only each step's operations (op_costs.csv), for the "
+                             "batches given or the default ones")
     parser.add_argument("--json", action="store_true", help="print one JSON summary on stdout")
     args = parser.parse_args(argv)
+    if args.op_costs and args.device_only:
+        parser.error("--op-costs and --device-only refresh different tables: give one")
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
 
     names = list(MODEL_NAMES) if args.all else args.models
@@ -73,6 +81,19 @@ def main(argv: list[str] | None = None) -> int:
 
 def _compute(features: Any, args: argparse.Namespace, names: list[str]) -> int:
     timings: dict[str, float] = {}
+    if args.op_costs:
+        from estimator.simulation.op_costs import op_costs  # noqa: PLC0415
+
+        for name in names:
+            started = time.perf_counter()
+            feature_table.upsert(args.out / feature_table.OPS_FILE, ["model", "task", "batch"],
+                                 [op_costs(name, task, batch) for task in args.tasks
+                                  for batch in args.batches or DEFAULT_BATCHES[task]])
+            timings[name] = round(time.perf_counter() - started, 2)
+            log.info("%s: operations cached in %.1f s", name, timings[name])
+        if args.json:
+            print(json.dumps({"models": names, "seconds": timings}))
+        return 0
     if args.device_only:
         for name in names:
             started = time.perf_counter()

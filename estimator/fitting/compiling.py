@@ -15,8 +15,8 @@ from sklearn.linear_model import RidgeCV
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
-from estimator.fitting.regressors import ColumnRegressor, ResidualPeakRegressor
-from estimator.portable import Column, Forest, Linear, LogTarget, Regressor, Residual
+from estimator.fitting.regressors import ColumnRegressor, ResidualPeakRegressor, RooflineRegressor
+from estimator.portable import Column, Forest, Linear, LogTarget, Regressor, Residual, Roofline
 
 
 def compile_regressor(fitted: Any) -> Regressor:
@@ -32,6 +32,10 @@ def compile_regressor(fitted: Any) -> Regressor:
         return _linear(fitted)
     if isinstance(fitted, ColumnRegressor):
         return Column(fitted.col)
+    if isinstance(fitted, RooflineRegressor):
+        codes = sorted(fitted.deviation_)
+        return Roofline(np.asarray(fitted.pooled_, dtype=float), np.array(codes, dtype=float),
+                        np.array([fitted.deviation_[c] for c in codes], dtype=float).reshape(-1, 2))
     raise TypeError(f"no numpy form for {type(fitted).__name__}")
 
 

@@ -147,11 +147,36 @@ def _unseen_family_pads(design: Design, frame: pd.DataFrame) -> dict[str, float]
             **unseen_family_pads(bounds, by_model, by_family, workspace)}
 
 
+def _held_apart(fit_frame: pd.DataFrame, test: pd.DataFrame, protocol: str) -> pd.DataFrame:
+    """The rows of another target's `fit_frame` that a fold holding out `test` may fit on:
+    none of the held-out models (lomo), families (lofo) or GPU types (logo; but the
+    calibration job's, logo-calibrated), nor, for random splits, of the held-out (model,
+    batch, GPU) points."""
+    if protocol == "lomo":
+        keep = ~fit_frame["model"].isin(set(test["model"]))
+    elif protocol == "lofo":
+        keep = ~pd.Series(families(fit_frame), index=fit_frame.index).isin(set(families(test)))
+    elif protocol in ("logo", "logo-calibrated"):
+        keep = ~fit_frame["gpu"].isin(set(test["gpu"]))
+        if protocol == "logo-calibrated":
+            keep |= _is_calibration(fit_frame)
+    else:
+        points = set(zip(test["model"], test["batch"], test["gpu"], strict=True))
+        keep = pd.Series([p not in points for p in zip(fit_frame["model"], fit_frame["batch"],
+                                                       fit_frame["gpu"], strict=True)],
+                         index=fit_frame.index)
+    return fit_frame[keep.to_numpy()]
+
+
 def _run_fold(design: Design, frame: pd.DataFrame, protocol: str, fit_idx: np.ndarray,
-              test_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
+              test_idx: np.ndarray, fit_frame: pd.DataFrame | None = None,
+              ) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
     """The test rows' predictions, the pad and the padded estimates, as the service pads
-    (a held-out family as an unseen one: `estimator.padding.padded_unseen_family`)."""
-    train = frame.iloc[fit_idx]
+    (a held-out family as an unseen one: `estimator.padding.padded_unseen_family`). With
+    `fit_frame` (the design's `fit_target` rows), the fold fits on those of its rows that
+    `_held_apart` leaves it."""
+    train = frame.iloc[fit_idx] if fit_frame is None else \
+        _held_apart(fit_frame, frame.iloc[test_idx], protocol)
     usable = train[~train["over_capacity"]]
     model = fit_censored(design.make, matrix(usable, design), usable["y"].to_numpy(float),
                          _censored(usable))
@@ -175,15 +200,19 @@ def _run_fold(design: Design, frame: pd.DataFrame, protocol: str, fit_idx: np.nd
 
 
 def held_out(design: Design, frame: pd.DataFrame, protocol: str, n_jobs: int = 2,
-             gpu: str | None = None) -> pd.DataFrame:
+             gpu: str | None = None, fit_frame: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per (outer fold, test row): actual, predicted, padded; with `gpu`, only
-    the test rows on that GPU type (the folds fit as they would for every row)."""
+    the test rows on that GPU type (the folds fit as they would for every row). A design
+    with a `fit_target` fits on `fit_frame`, that target's rows."""
+    if design.fit_target is not None and fit_frame is None:
+        raise ValueError(f"design {design.name!r} fits on {design.fit_target} rows: pass them")
     on_gpu = np.ones(len(frame), bool) if gpu is None else (frame["gpu"] == gpu).to_numpy()
     if not on_gpu.any():
         raise ValueError(f"no rows on GPU {gpu!r}; the data has "
                          f"{', '.join(sorted(frame['gpu'].unique()))}")
     folds = Parallel(n_jobs=n_jobs)(
-        delayed(_run_fold)(design, frame, protocol, fit_idx, test_idx[on_gpu[test_idx]])
+        delayed(_run_fold)(design, frame, protocol, fit_idx, test_idx[on_gpu[test_idx]],
+                           fit_frame if design.fit_target else None)
         for fit_idx, test_idx in _outer_splits(frame, protocol) if on_gpu[test_idx].any()
     )
     parts = [
@@ -196,7 +225,8 @@ def held_out(design: Design, frame: pd.DataFrame, protocol: str, n_jobs: int = 2
 
 
 def metrics(rows: pd.DataFrame) -> dict[str, float]:
-    """RMSE, RMSLE, average / max % error, under- and over-allocation after padding."""
+    """RMSE, RMSLE, average / max % error, under- and over-allocation after padding, and
+    predicted over actual: median, 10th and 90th percentiles."""
     scored = rows[~rows["over_capacity"] & ~_censored(rows)]
     y, pred, pad = (scored[c].to_numpy(float) for c in ("y", "predicted", "padded"))
     err = np.abs(pred - y) / y
@@ -209,6 +239,9 @@ def metrics(rows: pd.DataFrame) -> dict[str, float]:
         "max_err_pct": float(100 * err.max()),
         "under_alloc_pct": float(100 * under.mean()),
         "over_alloc_pct": float(100 * over.mean()) if over.size else 0.0,
+        "ratio_median": float(np.median(pred / y)),
+        "ratio_p10": float(np.quantile(pred / y, 0.1)),
+        "ratio_p90": float(np.quantile(pred / y, 0.9)),
         "rows": int(len(scored)),
     }
     ooms = rows[rows["over_capacity"] & ~_censored(rows)]
@@ -226,15 +259,17 @@ def evaluate(designs: dict[str, Design], frame: pd.DataFrame, protocol: str,
 def evaluate_by_family(designs: dict[str, Design], frame: pd.DataFrame, protocol: str,
                        n_jobs: int = 2, gpu: str | None = None,
                        progress: Callable[[str], None] | None = None,
+                       fit_frames: dict[str, pd.DataFrame] | None = None,
                        ) -> dict[str, dict[str, dict[str, float]]]:
     """Metrics per design name, over all held-out rows (``"all"``) and per family; with
     `gpu`, over the held-out rows on that GPU type only. `progress` hears of each design
-    as it starts."""
+    as it starts. `fit_frames`: rows per target for designs fitted on another target's."""
     out = {}
     for number, (name, design) in enumerate(designs.items(), 1):
         if progress:
             progress(f"design {number}/{len(designs)}: {name}")
-        rows = held_out(design, frame, protocol, n_jobs, gpu)
+        rows = held_out(design, frame, protocol, n_jobs, gpu,
+                        (fit_frames or {}).get(design.fit_target or ""))
         out[name] = {"all": metrics(rows), **{
             family: metrics(part) for family, part in rows.groupby("family", sort=True)
             if (~part["over_capacity"]).any()}}
