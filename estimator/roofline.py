@@ -129,8 +129,12 @@ def unit_time(X: np.ndarray, pooled: np.ndarray, deviation: dict[int, np.ndarray
     m = efficiency(pooled[1] + shift[:, 1])
     launch, per_batch, per_sample = np.exp(pooled[2:5])
     memory = bandwidth * m  # GB/s
-    gpu = (np.maximum(conv_f / (conv_p * 1e3 * e), conv_b / memory)
-           + np.maximum(mm_f / (mm_p * 1e3 * e), mm_b / memory) + other_b / memory)
+    # Winograd only for convolutions on CUDA cores; tensor-core convolutions and matrix
+    # products are GEMMs, never above their peak.
+    gemm = np.minimum(e, 1.0)
+    conv_e = np.where(conv_p > mm_p, gemm, e)
+    gpu = (np.maximum(conv_f / (conv_p * 1e3 * conv_e), conv_b / memory)
+           + np.maximum(mm_f / (mm_p * 1e3 * gemm), mm_b / memory) + other_b / memory)
     total = steps * smoothmax(gpu, kernels * launch)
     loader = steps * per_batch + samples * per_sample
     return np.where(pipeline > 0, smoothmax(total, loader), total) / unit_s

@@ -33,6 +33,8 @@ RESERVED_MIB = ANNOTATION_PREFIX + "reserved-mib"
 PREDICTED_S = ANNOTATION_PREFIX + "predicted-seconds"
 SIGNATURE = ANNOTATION_PREFIX + "reservation-signature"  # HMAC of the three above, uid, node
 SIZING = ANNOTATION_PREFIX + "sizing"  # how the reserved MiB were decided (pad, declared, floor)
+# The learned time correction the predicted seconds include, when one applied.
+TIME_CORRECTION = ANNOTATION_PREFIX + "time-correction"
 # A gang of our own, where no PodGroup names one: its name and how many members it has.
 GANG = ANNOTATION_PREFIX + "gang"
 GANG_SIZE = ANNOTATION_PREFIX + "gang-size"
@@ -164,6 +166,7 @@ class Need:
     estimate_mib: float = 0.0  # the padded prediction, before declared memory or a floor
     basis: str = ""  # "" the regressors; "transformer": the analytic LLM estimate
     time_factor: float = 1.0  # predicted_s is the estimate times this (learned bias)
+    time_correction: str = ""  # the learned bias applied (`time_bias.bias_key`), "": none
 
 
 @dataclass(frozen=True)
@@ -211,6 +214,7 @@ class JobRecord:
     device_uuids: tuple[str, ...] = ()  # the GPUs' UUIDs a node agent was handed, by `gpus`
     handed_over_at: float = 0.0  # when a node agent was handed the GPUs (0: not, or answered)
     time_factor: float = 1.0  # predicted_s is the estimate times this (a learned bias)
+    time_correction: str = ""  # which learned bias that was (`time_bias.bias_key`)
 
     @property
     def gpus(self) -> tuple[int, ...]:

@@ -357,11 +357,13 @@ class Scheduler:
         `EXTENDER_TIME_LEARN`)."""
         owner_s = None
         if not demand.model and not demand.expected_s and demand.owner:
-            owner_s = self.store.owner_seconds(f"{demand.namespace}/{demand.owner}")
+            owner_s = self.store.owner_seconds(time_bias.owner_key(demand.namespace,
+                                                                   demand.owner))
         if demand.model and not self.registry.covers(demand.model):
             raise UnknownModel(unknown_model_reason(
                 demand.model, [*self.estimator.models, *self.sizer.transformers]))
         needs = self.sizer.needs(demand, layouts, floors, owner_s)
         if not demand.model or not time_biases or not self.settings.time_learn:
             return needs
-        return time_bias.correct(needs, demand.task, demand.model, time_biases)
+        return time_bias.correct(needs, demand.task, demand.model, time_biases, demand.batch,
+                                 time_bias.owner_key(demand.namespace, demand.owner))

@@ -48,7 +48,10 @@ def render(report: list[dict]) -> str:
                              f"{job['reserved_mib']:>8.0f} MiB  predicted {job['predicted_s']:>8.0f} s"
                              f"  remaining {job['remaining_s']:>8.0f} s"
                              + (f"  (+{job['grown_mib']:.0f} MiB beside an OOM kill)"
-                                if job["grown_mib"] else ""))
+                                if job["grown_mib"] else "")
+                             + (f"  (time x{job['time_factor']:.2f} learned: "
+                                f"{job['time_correction']})" if job.get("time_correction")
+                                else ""))
     return "\n".join(lines) if lines else "no nodes and no reservations in the store"
 
 

@@ -54,7 +54,7 @@ from extender.cluster.oom_learning import OomLearning
 from extender.cluster.pods import FINISHED_PHASES, PodFacts, outcome_of, pod_facts, pod_uid
 from extender.core import decisions
 from extender.core.adoption import waiters_that_fit
-from extender.core.time_bias import learn_time_biases
+from extender.core.time_bias import learn_time_biases, owner_key
 from extender.core.interference import (
     Alphas, company, learn_alphas, runs_from_jobs, runs_from_observations,
 )  # fmt: skip
@@ -254,7 +254,7 @@ class Monitor:
         if outcome == "succeeded":  # a run cut short would read as a wrong prediction
             observe_prediction(seconds, released.predicted_s)
             if not released.model and facts.owner:  # times its owner's next declared pods
-                self.store.record_owner_run(f"{facts.namespace}/{facts.owner}", seconds)
+                self.store.record_owner_run(owner_key(facts.namespace, facts.owner), seconds)
         self.store.record_observation({
             "uid": facts.uid, "model": released.model, "task": released.task,
             "batch": released.batch, "units": released.units, "gpu_type": released.gpu_type,
@@ -263,6 +263,7 @@ class Monitor:
             "predicted_s": round(released.predicted_s / released.time_factor, 3),  # estimate
             "reserved_mib": released.own_mib,
             "oom": int(bool(facts.oom_events)), "outcome": outcome,
+            "owner": owner_key(facts.namespace, facts.owner),
         })  # fmt: skip
         if outcome == "succeeded" and released.model:
             if released.gpu_type and released.batch > 0:  # the floor's raises start again

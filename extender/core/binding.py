@@ -29,6 +29,7 @@ from extender.model import (
     RESERVED_MIB,
     SIGNATURE,
     SIZING,
+    TIME_CORRECTION,
     JobRecord,
     Limits,
     Need,
@@ -76,7 +77,7 @@ def plan_reservation(pod: PodInfo, demand: PodDemand, node: NodeState,
         task=demand.task, node=node.name, gpu_index=-1, reserved_mib=round(need.padded_mib, 1),
         predicted_s=round(need.predicted_s, 3), state="reserved", reserved_at=now,
         gpu_type=gpu_type, batch=demand.batch, units=demand.units,
-        time_factor=round(need.time_factor, 4),
+        time_factor=round(need.time_factor, 4), time_correction=need.time_correction,
     )  # fmt: skip
     policy = settings.policy if alpha is None else settings.policy.with_alpha(alpha)
     candidates = reservation_candidates(node, need, settings.collocation, policy, now, avoid)
@@ -111,6 +112,8 @@ def pod_annotations(reservation: Reservation, need: Need,
     annotations = {GPU: ",".join(map(str, reservation.gpus)),
                    RESERVED_MIB: f"{round(need.padded_mib, 1):.0f}",  # of what was reserved
                    PREDICTED_S: f"{need.predicted_s:.1f}", SIZING: decisions.sizing(need)}
+    if need.time_correction:
+        annotations[TIME_CORRECTION] = decisions.timing(need)
     if signing_key:
         annotations[SIGNATURE] = reservation_signature(
             signing_key, reservation.uid, reservation.node, annotations[GPU],

@@ -37,14 +37,23 @@ def sizing(need: Need) -> str:
             f"{need.declared_mib:.0f} MiB")
 
 
+def timing(need: Need) -> str:
+    """The learned correction in the predicted seconds (`extender.core.time_bias`), in the
+    pod's event, its annotation and `schedtune queues`; "" when none applied."""
+    if not need.time_correction:
+        return ""
+    return f"x{need.time_factor:.2f} learned from observed runs ({need.time_correction})"
+
+
 def reserved(namespace: str, name: str, reservation: Reservation, gpus: NodeGpus,
              need: Need) -> Decision:
     label = gpus.gpu_type or gpus.product
     why = sizing(need)
+    learned = f" ({timing(need)})" if need.time_correction else ""
     return Decision("reserved", reservation.uid, f"{namespace}/{name}", (
         f"reserved {need.padded_mib:.0f} MiB of {gpus.memory_mib} on "
         f"{_gpus_said(reservation.gpus)} ({label}) of {reservation.node}; predicted "
-        f"{need.predicted_s:.0f} s; {why}"), reservation.node)
+        f"{need.predicted_s:.0f} s{learned}; {why}"), reservation.node)
 
 
 def waiting(waiter: Waiter, why: str = "") -> Decision:

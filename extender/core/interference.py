@@ -17,7 +17,11 @@ the monitor refits alpha per GPU type from the runs it observed (`learn_alphas`)
   wrong estimate;
 * alpha is the maximum a posteriori value under a normal prior centred on the
   configured alpha (sd `PRIOR_SD`), on a 0.01 grid over [0, `MAX_ALPHA`]: with few runs,
-  or runs that all had the same company, it stays near the prior.
+  or runs that all had the same company, it stays near the prior;
+* it is fitted per owner of the runs (`time_bias.owner_key`; runs recorded without one are
+  one owner), the median over owners taken, and clipped to the prior +- `TENANT_BOUND` / 2:
+  an alpha prices every tenant's pods on that type, so whatever one tenant's runs say, they
+  move it by at most `TENANT_BOUND` (0.5) from what it would be without them.
 
 Decisions read the result through `Alphas`: the learned alpha of a GPU type where the
 monitor published one, the configured alpha elsewhere.
@@ -42,6 +46,7 @@ if TYPE_CHECKING:
 PRIOR_SD = 0.35  # how far from the configured alpha a GPU type is expected to be
 MAX_ALPHA = 3.0  # > 1: sharing slower than running one job after the other (thrashing)
 MIN_RUNS = 8  # usable runs of a GPU type before its alpha is published
+TENANT_BOUND = 0.5  # how far one owner's runs may move a GPU type's alpha
 # Runs predicted shorter are not timed: pod times have 1 s resolution, so a 1 s inference
 # request reads as 1x or 2x at random. (Chosen on the prediction, not on the time taken,
 # which would keep the slow runs of a job and drop its fast ones.)
@@ -86,6 +91,8 @@ class ObservedRun(NamedTuple):
     ended_at: float
     predicted_s: float = 0.0
     job: str = ""  # task|model
+    batch: int = 0
+    owner: str = ""  # `time_bias.owner_key` of the pod that ran (observations since 12-06)
 
 
 @dataclass(frozen=True)
@@ -112,9 +119,12 @@ def runs_from_observations(observations: Iterable[Mapping[str, str]]) -> list[Ob
             continue
         usable = (obs.get("outcome") == "succeeded" and bool(obs.get("model")) and len(gpus) == 1
                   and math.isfinite(predicted) and predicted >= MIN_PREDICTED_S and seconds > 0)
+        batch = str(obs.get("batch", ""))
         runs.append(ObservedRun(obs.get("gpu_type", ""), tuple((node, i) for i in gpus),
                                 started, started + seconds, predicted if usable else 0.0,
-                                f"{obs.get('task', '')}|{obs.get('model', '')}"))
+                                f"{obs.get('task', '')}|{obs.get('model', '')}",
+                                int(batch) if batch.isdigit() and len(batch) <= 6 else 0,
+                                str(obs.get("owner", ""))))
     return runs
 
 
@@ -185,11 +195,22 @@ def learn_alphas(runs: list[ObservedRun], prior: float | Callable[[str], float],
         if len(members) < MIN_RUNS:
             continue
         idx = np.array(members)
-        seconds = np.array([runs[i].ended_at - runs[i].started_at for i in members])
-        predicted = np.array([runs[i].predicted_s for i in members])
-        alpha = fit_alpha(x[idx], np.log(seconds / predicted), prior_of(gpu_type))
-        fits[gpu_type] = AlphaFit(gpu_type, alpha, len(members), int((x[idx] >= 0.1).sum()))
+        prior = prior_of(gpu_type)
+        by_owner: dict[str, list[int]] = defaultdict(list)
+        for i in members:
+            by_owner[runs[i].owner].append(i)
+        alpha = float(np.median([_fit_of(runs, x, own, prior) for own in by_owner.values()]))
+        alpha = float(np.clip(alpha, prior - TENANT_BOUND / 2, prior + TENANT_BOUND / 2))
+        fits[gpu_type] = AlphaFit(gpu_type, max(0.0, alpha), len(members),
+                                  int((x[idx] >= 0.1).sum()))
     return fits
+
+
+def _fit_of(runs: list[ObservedRun], x: np.ndarray, members: list[int], prior: float) -> float:
+    idx = np.array(members)
+    seconds = np.array([runs[i].ended_at - runs[i].started_at for i in members])
+    predicted = np.array([runs[i].predicted_s for i in members])
+    return fit_alpha(x[idx], np.log(seconds / predicted), prior)
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ def queue_report(layouts: Mapping[str, NodeGpus], jobs: Iterable[JobRecord],
                 "queue": [{"pod": f"{j.namespace}/{j.pod}", "uid": j.uid, "model": j.model,
                            "task": j.task, "state": j.state, "reserved_mib": j.reserved_mib,
                            "grown_mib": j.grown_mib, "predicted_s": j.predicted_s,
+                           "time_factor": j.time_factor, "time_correction": j.time_correction,
                            "remaining_s": round(left, 1)}
                           for j, left in zip(queue, remaining, strict=True)],
             })  # fmt: skip

@@ -102,6 +102,9 @@ def as_mapping(pairs: list[str] | dict[str, str]) -> dict[str, str]:
     return dict(zip(pairs[::2], pairs[1::2], strict=False))  # a stray odd field is dropped
 
 
+MAX_CORRECTION_CHARS = 512  # a bias key: GPU type, task, model, batch, owner
+
+
 def job_from_pairs(pairs: list[str]) -> JobRecord:
     return job_from_mapping(as_mapping(pairs))
 
@@ -132,6 +135,7 @@ def job_from_mapping(data: Mapping[str, str]) -> JobRecord:
         device_uuids=tuple(u for u in str(data.get("device_uuids", "")).split(",") if u),
         handed_over_at=number("handed_over_at"),
         time_factor=number("time_factor") or 1.0,
+        time_correction=str(data.get("time_correction", ""))[:MAX_CORRECTION_CHARS],
     )  # fmt: skip
 
 

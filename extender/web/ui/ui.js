@@ -33,6 +33,13 @@ function reserved(job) {
   return job.grown_mib ? `${mib} (+${whole(job.grown_mib)} beside an OOM kill)` : mib;
 }
 
+// A job's predicted seconds, with the learned correction they include (time_bias.correct).
+function predicted(job) {
+  const s = whole(job.predicted_s);
+  return job.time_correction
+    ? `${s} (x${job.time_factor.toFixed(2)} learned: ${job.time_correction})` : s;
+}
+
 function gpuBlock(nodeName, gpu) {
   const share = gpu.capacity_mib ? gpu.reserved_mib / gpu.capacity_mib : 0;
   const fill = el("div", { class: share > 1 ? "fill over" : "fill" });
@@ -50,7 +57,7 @@ function gpuBlock(nodeName, gpu) {
       el("thead", {}, row({}, QUEUE_COLUMNS, "th")),
       el("tbody", {}, ...gpu.queue.map((job) => row({ "data-pod": job.pod, "data-uid": job.uid }, [
         [job.pod], [job.model], [job.task], [job.state], [reserved(job), "num"],
-        [whole(job.predicted_s), "num"], [whole(job.remaining_s), "num"]])))));
+        [predicted(job), "num"], [whole(job.remaining_s), "num"]])))));
   }
   return block;
 }

@@ -10,7 +10,7 @@ import pytest
 from extender.core import gpu_table
 from extender.core.gpu_table import GpuTable
 from extender.core.interference import (
-    MIN_RUNS, Alphas, ObservedRun, company, fit_alpha, learn_alphas, runs_from_jobs,
+    MIN_RUNS, TENANT_BOUND, Alphas, ObservedRun, company, fit_alpha, learn_alphas, runs_from_jobs,
     runs_from_observations,
 )  # fmt: skip
 from extender.core.prioritizing import score_nodes
@@ -75,6 +75,8 @@ def test_observations_become_samples_only_when_they_time_a_model_alone_on_one_gp
     ])
     assert [r.predicted_s for r in runs] == [100.0, 0.0, 0.0, 0.0, 0.0]
     assert runs[0] == ObservedRun("RTX-3090", (("a", 0),), 1000.0, 1120.0, 100.0, "|resnet18")
+    assert runs_from_observations([{**base, "batch": "32", "owner": "ml/Job/x"}])[0][-2:] == (
+        32, "ml/Job/x")
     assert runs[2].gpus == (("a", 0), ("a", 1))
     running = JobRecord("u", "p", "ns", "m", "train", "a", 1, 100.0, 60.0, "running", 0.0,
                         started_at=900.0, gpu_type="RTX-3090")
@@ -83,18 +85,44 @@ def test_observations_become_samples_only_when_they_time_a_model_alone_on_one_gp
         ObservedRun("RTX-3090", (("a", 1),), 900.0, 1000.0)]
 
 
-def test_alphas_are_published_per_gpu_type_once_it_has_enough_runs() -> None:
+def _pairs(together_s: float, owner: str = "ns/Job/a", count: int = MIN_RUNS,
+           node: str = "fast") -> list[ObservedRun]:
+    """Pairs on a 3090 that each took `together_s` (100 s alone), and a run alone after."""
     runs = []
-    for i in range(MIN_RUNS):  # pairs on the 3090: each took 2.2x its time alone
+    for i in range(count):
         start = 1000.0 * i
-        runs += [ObservedRun("RTX-3090", (("fast", 0),), start, start + 220.0, 100.0),
-                 ObservedRun("RTX-3090", (("fast", 0),), start, start + 220.0, 100.0),
-                 ObservedRun("RTX-3090", (("fast", 0),), start + 500, start + 600.0, 100.0)]
+        runs += [ObservedRun("RTX-3090", ((node, 0),), start, start + together_s, 100.0,
+                             owner=owner),
+                 ObservedRun("RTX-3090", ((node, 0),), start, start + together_s, 100.0,
+                             owner=owner),
+                 ObservedRun("RTX-3090", ((node, 0),), start + 500, start + 600.0, 100.0,
+                             owner=owner)]
+    return runs
+
+
+@pytest.mark.parametrize(("together_s", "published"), [(160.0, 0.6), (220.0, 0.47 + 0.25)])
+def test_alphas_are_published_per_gpu_type_once_it_has_enough_runs(together_s,
+                                                                   published) -> None:
+    """Each of a pair took 1.6x (alpha 0.6) or 2.2x (1.2) its time alone: learned, within
+    `TENANT_BOUND` / 2 of the prior (0.47)."""
+    runs = _pairs(together_s)
     runs += [ObservedRun("RTX-2070S", (("slow", 0),), 0.0, 100.0, 100.0)] * (MIN_RUNS - 1)
     fits = learn_alphas(runs, prior=0.47)
     assert list(fits) == ["RTX-3090"]  # the 2070 SUPER has one run too few
-    assert fits["RTX-3090"].alpha == pytest.approx(1.2, abs=0.05)
+    assert fits["RTX-3090"].alpha == pytest.approx(published, abs=0.05)
     assert (fits["RTX-3090"].runs, fits["RTX-3090"].shared_runs) == (3 * MIN_RUNS, 2 * MIN_RUNS)
+
+
+@pytest.mark.parametrize("together_s", [100.0, 2000.0])  # sharing free, or thrashing
+def test_one_owners_crafted_runs_move_the_alpha_at_most_the_bound(together_s) -> None:
+    """32 crafted pairs of one tenant beside another tenant's honest runs (alpha 0.6)."""
+    honest = _pairs(160.0)
+    crafted = _pairs(together_s, owner="evil/Job/flood", count=32, node="other")
+    before = learn_alphas(honest, prior=0.47)["RTX-3090"].alpha
+    after = learn_alphas(honest + crafted, prior=0.47)["RTX-3090"].alpha
+    assert abs(after - before) <= TENANT_BOUND + 1e-9
+    alone = learn_alphas(crafted, prior=0.47)["RTX-3090"].alpha  # no honest runs at all
+    assert abs(alone - 0.47) <= TENANT_BOUND / 2 + 1e-9
 
 
 def _busy_and_idle(now: float) -> ClusterSnapshot:

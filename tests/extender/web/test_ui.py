@@ -106,6 +106,7 @@ def test_state_json_holds_queues_waiting_pods_and_decisions(client, store, clock
             "pod": f"default/{name}", "uid": job.uid, "model": pod["metadata"]["annotations"][
                 "schedtune.io/model"], "task": job.task, "state": "running" if running else "bound",
             "reserved_mib": job.reserved_mib, "grown_mib": 0.0, "predicted_s": job.predicted_s,
+            "time_factor": 1.0, "time_correction": "",
             "remaining_s": round(job.predicted_s - (RUNNING_FOR_S if running else 0), 1)}
     for node in nodes.values():
         for gpu in node["gpus"]:

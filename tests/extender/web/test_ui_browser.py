@@ -267,3 +267,17 @@ def test_redis_down_shows_why(browser, serve, settings) -> None:  # noqa: ANN001
     error = browser.find_element(By.ID, "error")
     _wait(browser, lambda b: error.is_displayed())
     assert error.text.startswith("could not refresh: state store unreachable")
+
+
+def test_a_learned_time_correction_is_shown_beside_the_predicted_seconds(
+        browser, serve, client, store, redis_client) -> None:
+    """The monitor's learned bias for the class (`extender.core.time_bias`), as published."""
+    node = make_node("gpu-node-6", RTX_3090, count=1, memory_mib=24576, replicas=4)
+    store.put_node(*decode_node(node, "node"))
+    redis_client.hset("st:interference", "bias|RTX-3090|train", "0.2")
+    place(client, make_pod("learned", model="resnet18", batch=32), "gpu-node-6", [node])
+    _open(browser, serve())
+    row = browser.find_element(By.CSS_SELECTOR, 'tr[data-pod="default/learned"]')
+    job = store.job(row.get_attribute("data-uid"))
+    assert _texts(_css(row, "td"))[5] == (
+        f"{_whole(job.predicted_s)} (x{math.exp(0.2):.2f} learned: RTX-3090|train)")
