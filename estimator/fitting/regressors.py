@@ -128,7 +128,7 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
     """`estimator.roofline`'s time per row, its parameters fitted by least squares on the
     log of the time.
 
-    Learned: `pooled_` (z_e, z_m, log lambda, log b, log h; an efficiency is a logistic of
+    Learned: `pooled_` (z_e, z_m, log kappa, log b, log h; an efficiency is a logistic of
     its z, so never above its bound) and `deviation_` (architecture code -> (delta z_e,
     delta z_m)), shrunk towards 0 by `shrinkage`; `memory_prior` and `prior_weight` hold the
     pooled memory efficiency near a share of the data sheet's bandwidth (0: free).
