@@ -17,10 +17,18 @@ its own pad when that is larger (`estimator.padding.padded_unseen_family`), repo
 that is not in the catalogue at all gets `estimate_unknown`: the largest padded
 memory and the longest time over every catalogue type. Profiling one job on a
 new GPU (schedtune profile) and retraining makes it a seen type.
+
+Run time on a GPU type the time artefacts never saw comes from the hardware instead
+(`estimator.roofline`, artefacts ``train-time.roofline`` and ``infer-time.roofline``): the
+job's traced operations priced at that type's own data-sheet rates, as a step runs on
+synthetic input (no data loader); on the types they saw, the time artefacts as trained. A
+model without traced operations (registered by users) keeps the time artefacts
+everywhere.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,9 +36,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from estimator import portable
+from estimator import portable, roofline
 from estimator.catalogue import CATALOGUE, CHARACTERISTICS
-from estimator.errors import InvalidJob, UnknownGPU
+from estimator.errors import ArtefactError, InvalidJob, UnknownGPU
 from estimator.feature_table import FEATURES_DIR, FeatureTable, JobFeatures
 from estimator.padding import padded_unseen_family, padded_unseen_gpu, workspace_range
 
@@ -40,6 +48,9 @@ MEMORY_TARGETS = {"train": "train-mem", "inference": "infer-mem"}
 TIME_TARGETS = {"train": "train-time", "inference": "infer-time"}
 #: Seconds per unit of each time target (per epoch; per request, in ms).
 SECONDS_PER_UNIT = {"train-time": 1.0, "infer-time": 1e-3}
+#: Samples in an epoch (CIFAR-10's training images: the unit the time artefacts learned).
+EPOCH_SAMPLES = 50_000
+HARDWARE_DESIGN = "roofline"  # the time artefacts of GPU types the others never saw
 
 
 @dataclass(frozen=True)
@@ -117,9 +128,11 @@ class _Predictor:
 
 
 class Estimator:
-    def __init__(self, table: FeatureTable, predictors: Mapping[str, _Predictor]) -> None:
+    def __init__(self, table: FeatureTable, predictors: Mapping[str, _Predictor],
+                 hardware: Mapping[str, _Predictor] | None = None) -> None:
         self.table = table
         self._predictors = dict(predictors)
+        self._hardware = dict(hardware or {})  # time target -> the roofline artefact
         self._gpus = tuple(CATALOGUE)
         self._gpu_rows = {
             "gpu_code": np.arange(len(self._gpus), dtype=float),
@@ -136,7 +149,14 @@ class Estimator:
         for target in (*MEMORY_TARGETS.values(), *TIME_TARGETS.values()):
             regressor, meta = portable.load(f"{target}.{design}", models_dir)
             predictors[target] = _Predictor(regressor, meta)
-        return cls(FeatureTable.load(features_dir), predictors)
+        hardware = {}
+        for target in TIME_TARGETS.values():
+            try:
+                hardware[target] = _Predictor(*portable.load(f"{target}.{HARDWARE_DESIGN}",
+                                                             models_dir))
+            except ArtefactError:  # directories trained before it (held-out folds)
+                continue
+        return cls(FeatureTable.load(features_dir), predictors, hardware)
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -233,6 +253,12 @@ class Estimator:
         mem_target, time_target = MEMORY_TARGETS[task], TIME_TARGETS[task]
         mem = self._predict(mem_target, features)
         unit_s = self._predict(time_target, features) * SECONDS_PER_UNIT[time_target]
+        if time_target in self._hardware:
+            unseen = [i for i, g in enumerate(self._gpus)
+                      if not self._predictors[time_target].seen(g)]
+            from_hardware = self._from_hardware(time_target, features, unseen)
+            traced = ~np.isnan(from_hardware[:, 0]) if unseen else np.zeros(len(features), bool)
+            unit_s[np.ix_(traced, unseen)] = from_hardware[traced] * SECONDS_PER_UNIT[time_target]
         memory = self._predictors[mem_target]
         seen = [memory.seen(g) for g in self._gpus]
         out = []
@@ -246,6 +272,30 @@ class Estimator:
                                       seen[i], family)
                         for i, name in enumerate(self._gpus)})
         return out
+
+    def _from_hardware(self, target: str, features: list[JobFeatures],
+                       gpus: list[int]) -> np.ndarray:
+        """(jobs, `gpus`) times from the roofline artefact, in the target's unit; NaN rows
+        for jobs without traced operations."""
+        if not gpus:
+            return np.empty((len(features), 0))
+        train = target == TIME_TARGETS["train"]
+        per_gpu = [roofline.gpu_columns(self._gpus[i]) for i in gpus]
+        rows = []
+        for job in features:
+            steps = math.ceil(EPOCH_SAMPLES / job.batch) if train else 1.0
+            job_columns = {c: float(getattr(job, c)) for c in roofline.COLUMNS
+                           if c.startswith("op_")}
+            job_columns |= {"steps": float(steps), "input_pipeline": 0.0,
+                            "samples": float(EPOCH_SAMPLES if train else job.batch),
+                            "unit_s": SECONDS_PER_UNIT[target]}
+            rows += [[{**job_columns, **gpu}[c] for c in roofline.COLUMNS] for gpu in per_gpu]
+        X = np.array(rows, dtype=float)
+        out = np.full(len(X), np.nan)
+        known = ~np.isnan(X).any(axis=1)
+        if known.any():
+            out[known] = self._hardware[target].regressor.predict(X[known])
+        return out.reshape(len(features), len(gpus))
 
     def _predict(self, target: str, features: list[JobFeatures]) -> np.ndarray:
         """(jobs, GPU types) predictions: one row per job and catalogue type, in one call."""

@@ -2,7 +2,8 @@
 without the job's model (``lomo``) or its architecture family (``lofo``).
 
 One fold per model (or family) in the training rows. Each fold's artefacts (every
-target, ours and the paper's RFR) are fitted by the estimator's own training code
+target, ours and the paper's RFR, and the time targets' roofline, which prices GPU types
+the others never saw: `estimator.predict`) are fitted by the estimator's own training code
 (`estimator.fitting.training.fit`, pads held out inside the fold) and saved with
 `estimator.fitting.artefacts.save` into a cache directory, never into profiles/:
 ``CACHE/<digest>/<protocol>/<fold>/``, the digest naming the training rows (features
@@ -24,7 +25,8 @@ import pandas as pd
 
 from estimator.fitting import artefacts
 from estimator.fitting.training import artefact_name, fit
-from estimator.predict import Estimator
+from estimator.fitting.regressors import DESIGNS as REGRESSOR_DESIGNS
+from estimator.predict import HARDWARE_DESIGN, TIME_TARGETS, Estimator
 from estimator.reference.tables import TARGETS, load_target
 from estimator.zoo import REGISTRY
 
@@ -61,11 +63,16 @@ def _train_fold(frames: Mapping[str, pd.DataFrame], protocol: str, fold: str,
                 directory: Path) -> Path:
     tmp = directory.parent / f".{fold}.{os.getpid()}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
+    def kept(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame[frame["model"].map(lambda m: fold_of(m, protocol)) != fold].reset_index(
+            drop=True)
+
     for target, frame in frames.items():
-        kept = frame[frame["model"].map(lambda m: fold_of(m, protocol)) != fold]
-        kept = kept.reset_index(drop=True)
-        for design in DESIGNS:
-            regressor, meta = fit(target, design, kept, with_stats=False)
+        designs = (*DESIGNS, HARDWARE_DESIGN) if target in TIME_TARGETS.values() else DESIGNS
+        for design in designs:
+            other = REGRESSOR_DESIGNS[target][design].fit_target
+            regressor, meta = fit(target, design, kept(frame), with_stats=False,
+                                  fit_frame=None if other is None else kept(frames[other]))
             meta["held_out"] = {"protocol": protocol, "fold": fold}
             artefacts.save(artefact_name(target, design), regressor, meta, tmp)
     (tmp / DONE).write_text(json.dumps({"protocol": protocol, "fold": fold}) + "\n")

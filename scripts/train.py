@@ -114,7 +114,15 @@ def main(argv: list[str] | None = None) -> int:
                              gain["still_killed_after_pct"])
             fit_frame = supersede(frame) if extra is not None and target in TIME_TARGETS \
                 else frame
-            regressor, meta = fit(target, design, fit_frame, with_stats=not args.no_stats)
+            other = DESIGNS[target][design].fit_target
+            try:
+                other_rows = None if other is None else load_target(
+                    other, args.data, measurements=args.measurements)
+            except EstimatorError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 1
+            regressor, meta = fit(target, design, fit_frame, with_stats=not args.no_stats,
+                                  fit_frame=other_rows)
             path = artefacts.save(artefact_name(target, design), regressor, meta, args.out)
             summary[path.stem] = {k: meta[k] for k in (
                 "rows", "censored_rows", "pad_seen", "pad_unseen_gpu", "pad_unseen_family",

@@ -251,9 +251,11 @@ def metrics(rows: pd.DataFrame) -> dict[str, float]:
 
 
 def evaluate(designs: dict[str, Design], frame: pd.DataFrame, protocol: str,
-             n_jobs: int = 2) -> dict[str, dict[str, float]]:
-    """Metrics per design name, all on the same splits of the same rows."""
-    return {name: metrics(held_out(d, frame, protocol, n_jobs)) for name, d in designs.items()}
+             n_jobs: int = 2, fit_frame: pd.DataFrame | None = None) -> dict[str, dict[str, float]]:
+    """Metrics per design name, all on the same splits of the same rows (`fit_frame`: the
+    rows designs with a `fit_target` fit on)."""
+    return {name: metrics(held_out(d, frame, protocol, n_jobs, fit_frame=fit_frame))
+            for name, d in designs.items()}
 
 
 def evaluate_by_family(designs: dict[str, Design], frame: pd.DataFrame, protocol: str,

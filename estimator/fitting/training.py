@@ -29,7 +29,7 @@ def censored_mask(frame: pd.DataFrame) -> np.ndarray:
 
 
 def fit(target: str, design_name: str, frame: pd.DataFrame,
-        with_stats: bool = True) -> tuple[Any, dict[str, Any]]:
+        with_stats: bool = True, fit_frame: pd.DataFrame | None = None) -> tuple[Any, dict[str, Any]]:
     """The fitted regressor and its metadata.
 
     ``pad_seen``: E for a GPU type present in the rows (from leave one model
@@ -43,10 +43,15 @@ def fit(target: str, design_name: str, frame: pd.DataFrame,
     the same schemes' pad of what the job's workspace range leaves
     (`estimator.padding.padded_unseen_family`; designs with the workspace margin and rows
     of two families or more only). Rows with ``censored`` set are lower bounds (OOM kills,
-    `estimator.fitting.observations`): fitted Tobit-style and covered by every pad.
+    `estimator.fitting.observations`): fitted Tobit-style and covered by every pad. A design
+    with a `fit_target` is fitted on `fit_frame`, that target's rows (its statistics are
+    still scored on `frame`'s).
     """
     design = DESIGNS[target][design_name]
-    usable = frame[~frame["over_capacity"]].reset_index(drop=True)
+    if design.fit_target is not None and fit_frame is None:
+        raise ValueError(f"design {design_name!r} fits on {design.fit_target} rows: pass them")
+    rows = frame if design.fit_target is None else fit_frame
+    usable = rows[~rows["over_capacity"]].reset_index(drop=True)
     X, y = matrix(usable, design), usable["y"].to_numpy(float)
     censored = censored_mask(usable)
     regressor = fit_censored(design.make, X, y, censored)
@@ -95,7 +100,8 @@ def fit(target: str, design_name: str, frame: pd.DataFrame,
     }
     if with_stats:
         meta["held_out"] = {
-            protocol: evaluate({design_name: design}, frame, protocol)[design_name]
+            protocol: evaluate({design_name: design}, frame, protocol,
+                               fit_frame=fit_frame)[design_name]
             for protocol in ("lomo", "lofo", "logo")
         }
     return regressor, meta

@@ -8,7 +8,7 @@ from estimator.errors import ArtefactError
 from estimator.fitting import artefacts
 from estimator.fitting.compiling import compile_regressor
 from estimator.fitting.regressors import DESIGNS
-from estimator.predict import MEMORY_TARGETS, TIME_TARGETS, Estimator, _Predictor
+from estimator.predict import HARDWARE_DESIGN, MEMORY_TARGETS, TIME_TARGETS, Estimator, _Predictor
 
 TARGETS = (*MEMORY_TARGETS.values(), *TIME_TARGETS.values())
 
@@ -24,7 +24,9 @@ def test_committed_numpy_artefacts_equal_the_pickled_ones_bit_for_bit(design) ->
     computes it: a stale or wrongly compiled .npz fails here."""
     served = Estimator.load(design=design)
     pickled = Estimator(served.table, {
-        target: _Predictor(*artefacts.load(f"{target}.{design}")) for target in TARGETS})
+        target: _Predictor(*artefacts.load(f"{target}.{design}")) for target in TARGETS}, {
+        target: _Predictor(*artefacts.load(f"{target}.{HARDWARE_DESIGN}"))
+        for target in TIME_TARGETS.values()})
     for task in ("train", "inference"):
         jobs = _jobs(served, task)
         assert jobs

@@ -159,3 +159,32 @@ def test_a_seen_family_on_an_unseen_gpu_type_gets_its_workspace_range_too(estima
     assert h200.padded_mib == pytest.approx(max(plain, pair)) and pair > plain
     assert plain < 12_199 <= h200.padded_mib
     assert v100.padded_mib == pytest.approx(v100.predicted_mib * (1 + meta["pad_seen"]))
+
+
+def test_time_on_a_type_no_time_artefact_saw_comes_from_its_own_peak_rates(tmp_path) -> None:
+    """Seen types keep the trained time artefacts; every other catalogue type is priced by
+    the roofline from its own data-sheet rates, so two unseen types differ as their
+    hardware does; without the roofline artefacts (or traced operations) nothing changes."""
+    from estimator import portable
+    from estimator.feature_table import FeatureTable
+
+    served = Estimator.load()
+    job = Job("resnet50", "train", 32, 2)
+    times = {g: e.predicted_s for g, e in served.estimate(job).items()}
+    seen = set(served.metadata()["train-time"]["seen_gpus"])
+    shutil.copytree(portable.MODELS_DIR, tmp_path / "models")
+    for path in (tmp_path / "models").glob("*.roofline.*"):
+        path.unlink()
+    without = Estimator.load(models_dir=tmp_path / "models")
+    before = {g: e.predicted_s for g, e in without.estimate(job).items()}
+    assert {g for g in CATALOGUE if times[g] == before[g]} == seen
+    assert times["H200"] < times["A100-80GB"] < times["T4"]  # 4.8, 2.0, 0.3 TB/s
+    assert times["H100-80GB"] != times["H200"]  # same compute, different bandwidth
+    # A model without traced operations (users' own models) keeps the time artefacts.
+    table = FeatureTable.load()
+    summary, sims = table.rows_of("resnet50")
+    untraced = Estimator(table.with_models({"mine": {**summary, "model": "mine"}},
+                                           {("mine", t): rows for t, rows in sims.items()}),
+                         served._predictors, served._hardware)
+    mine = untraced.estimate(Job("mine", "train", 32, 2))
+    assert mine["H200"].predicted_s == pytest.approx(before["H200"])
