@@ -38,9 +38,11 @@ Environment variables (the manifests in k8s/ use exactly these names):
                                    `extender.core.interference.prior_alpha`); 0: the alpha
                                    above for every type
     EXTENDER_TIME_LEARN            1 (default): a model's predicted seconds on a GPU type are
-                                   corrected by how far observed runs of it (else of its
-                                   task) on that type were off (`extender.core.time_bias`,
-                                   the monitor's fit); 0: the estimate as it is
+                                   corrected by how far observed runs of its job type (else
+                                   model, else task) on that type were off, its owner's own
+                                   runs first, other owners' within 1.5x
+                                   (`extender.core.time_bias`, the monitor's fit); 0: the
+                                   estimate as it is
     EXTENDER_RESERVATION_TTL_S     a reservation bind does not confirm expires after this
                                    (default 120)
     EXTENDER_DEMAND_TTL_S          filter's demand record lifetime (default 900: bind follows
