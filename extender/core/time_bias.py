@@ -17,8 +17,8 @@ model, then per model and batch (the job type), each level a shrunk mean of its 
 * **per owner** (namespace and controller, ``ns/Kind/name``: a Job's retries, a nightly
   fine-tune): from that owner's runs only, the class shrunk toward the shared class.
   A job type that ran 3 times is predicted within a few % of its runs;
-* **shared**, for every owner: per level, the median over owners of their own values, then
-  clipped to +-`TENANT_BOUND` / 2. Another owner's runs reach a prediction only through the
+* **shared**, for every owner: per level, the median over owners of what each one's runs
+  alone say, then clipped to +-`TENANT_BOUND` / 2. Another owner's runs reach a prediction only through the
   shared values, so whatever they are, they move it by at most a factor
   exp(`TENANT_BOUND`) (1.5x), up or down: one tenant cannot teach the scheduler that
   another tenant's jobs are fast or slow beyond that.
@@ -81,22 +81,28 @@ def learn_time_biases(runs: list[ObservedRun], alpha_of: Callable[[str], float],
     for (gpu_type, task, model, batch, owner), values in residual.items():
         for level in _levels(gpu_type, task, model, batch):
             levels[level][owner].extend(values)
-    own: dict[tuple[tuple[str, ...], str], float] = {}
-    for level in sorted(levels, key=len):  # each level after the one above it
+    # Each owner's vote per level (its own runs, shrunk toward its vote a level up, or 0),
+    # and the shared value: the median vote, bounded.
+    votes: dict[tuple[tuple[str, ...], str], float] = {}
+    ordered = sorted(levels, key=len)  # each level after the one above it
+    for level in ordered:
         for owner, values in levels[level].items():
-            above = own[level[:-1], owner] if len(level) > 2 else 0.0
-            own[level, owner] = _shrunk(values, above)
+            votes[level, owner] = _shrunk(values, votes[level[:-1], owner] if len(level) > 2
+                                          else 0.0)
     out: dict[str, tuple[float, int]] = {}
     for level, by_owner in levels.items():
-        shared = float(np.median([own[level, o] for o in by_owner]))
-        runs_in = sum(len(v) for v in by_owner.values())
-        out[bias_key(*_named(level))] = (_bounded(shared), runs_in)
-    for (level, owner), value in own.items():
-        if not owner:  # runs observed before owners were recorded: shared values only
-            continue
-        if len(level) == 2:  # an owner's class leans on the shared class, not on 0
-            value = _shrunk(levels[level][owner], out[bias_key(*_named(level))][0])
-        out[bias_key(*_named(level), owner=owner)] = (value, len(levels[level][owner]))
+        shared = float(np.median([votes[level, o] for o in by_owner]))
+        out[bias_key(*_named(level))] = (_bounded(shared), sum(map(len, by_owner.values())))
+    # An owner's own values: its class leans on the shared class, each level below on its own
+    # level above. Runs observed before owners were recorded teach shared values only.
+    own: dict[tuple[tuple[str, ...], str], float] = {}
+    for level in ordered:
+        for owner, values in levels[level].items():
+            if not owner:
+                continue
+            above = own[level[:-1], owner] if len(level) > 2 else out[bias_key(*_named(level))][0]
+            own[level, owner] = _shrunk(values, above)
+            out[bias_key(*_named(level), owner=owner)] = (own[level, owner], len(values))
     return out
 
 
@@ -136,8 +142,9 @@ def correct(needs: Mapping[str, Need], task: str, model: str, biases: Mapping[st
         return dict(needs)
     out = {}
     for gpu_type, need in needs.items():
-        keys = [key for level in (dict(model=model, batch=batch), dict(model=model), {})
-                for key in (bias_key(gpu_type, task, owner=owner, **level) if owner else None,
+        levels = ({"model": model, "batch": batch}, {"model": model}, {})
+        keys = [key for level in levels
+                for key in (bias_key(gpu_type, task, owner=owner, **level) if owner else "",
                             bias_key(gpu_type, task, **level)) if key]
         applied = next((key for key in keys if key in biases), None)
         if applied is None or not need.predicted_s:
