@@ -48,8 +48,6 @@ MEMORY_TARGETS = {"train": "train-mem", "inference": "infer-mem"}
 TIME_TARGETS = {"train": "train-time", "inference": "infer-time"}
 #: Seconds per unit of each time target (per epoch; per request, in ms).
 SECONDS_PER_UNIT = {"train-time": 1.0, "infer-time": 1e-3}
-#: Samples in an epoch (CIFAR-10's training images: the unit the time artefacts learned).
-EPOCH_SAMPLES = 50_000
 HARDWARE_DESIGN = "roofline"  # the time artefacts of GPU types the others never saw
 
 
@@ -283,11 +281,11 @@ class Estimator:
         per_gpu = [roofline.gpu_columns(self._gpus[i]) for i in gpus]
         rows = []
         for job in features:
-            steps = math.ceil(EPOCH_SAMPLES / job.batch) if train else 1.0
+            steps = math.ceil(roofline.EPOCH_SAMPLES / job.batch) if train else 1.0
             job_columns = {c: float(getattr(job, c)) for c in roofline.COLUMNS
                            if c.startswith("op_")}
             job_columns |= {"steps": float(steps), "input_pipeline": 0.0,
-                            "samples": float(EPOCH_SAMPLES if train else job.batch),
+                            "samples": float(roofline.EPOCH_SAMPLES if train else job.batch),
                             "unit_s": SECONDS_PER_UNIT[target]}
             rows += [[{**job_columns, **gpu}[c] for c in roofline.COLUMNS] for gpu in per_gpu]
         X = np.array(rows, dtype=float)

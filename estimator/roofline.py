@@ -82,6 +82,8 @@ COLUMNS = ("op_conv_gflops", "op_mm_gflops", "op_conv_gb", "op_mm_gb", "op_other
            "op_kernels", "steps", "samples", "input_pipeline", "conv_tflops", "mm_tflops",
            "mem_bandwidth_gbs", "architecture_code", "unit_s")
 SMOOTHNESS = 3.0
+#: Samples in a training epoch: CIFAR-10's training images, the unit the time targets use.
+EPOCH_SAMPLES = 50_000
 #: What element-wise kernels reach of the data sheet's bandwidth (STREAM-like copies reach
 #: 80-90 %; PyTorch's normalisation and activation kernels somewhat less): the pooled memory
 #: efficiency is held near it, because on convolutional networks alone compute and memory

@@ -32,12 +32,13 @@ from typing import Any
 
 from estimator.catalogue import CATALOGUE, CHARACTERISTICS, GpuType, characteristics, gpu_for_product
 from estimator.feature_table import check_job, upsert
+from estimator.roofline import EPOCH_SAMPLES
 from estimator.zoo import get_spec
 
 log = logging.getLogger(__name__)
 
 SAMPLE_INTERVAL_MS = 100
-CIFAR10_TRAIN_IMAGES = 50_000
+CIFAR10_TRAIN_IMAGES = EPOCH_SAMPLES  # an epoch of the time targets' unit
 WARM_UP_STEPS = 3
 KEY_COLUMNS = ("model", "task", "batch", "gpu")
 

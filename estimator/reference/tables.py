@@ -30,6 +30,7 @@ from estimator.catalogue import (
 from estimator import roofline
 from estimator.errors import DataMissing, EstimatorError
 from estimator.feature_table import MAX_BATCH, FeatureTable
+from estimator.predict import SECONDS_PER_UNIT
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHARED_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
@@ -101,26 +102,21 @@ def load_target(target: str, data_dir: Path | None = None,
             raw = pd.concat([raw, more], ignore_index=True)
     out = with_features(raw, TARGETS[target][0], table or FeatureTable.load())
     out["over_capacity"] = target.endswith("mem") & (out["y"] > out["capacity_mib"])
-    return with_step_columns(out, target) if target in TIME_UNITS else out
-
-
-#: Per time target: steps of one unit (an epoch of CIFAR-10's training images at the row's
-#: batch; one forward pass per request) and the unit's size in seconds.
-TIME_UNITS = {"train-time": 1.0, "infer-time": 1e-3}
-EPOCH_SAMPLES = 50_000
+    return with_step_columns(out, target) if target in SECONDS_PER_UNIT else out
 
 
 def with_step_columns(rows: pd.DataFrame, target: str) -> pd.DataFrame:
     """The columns `estimator.roofline` reads beyond the features: steps and samples per
-    unit, the unit in seconds, whether an input pipeline feeds the steps (the authors'
+    unit (an epoch of CIFAR-10's training images at the row's batch; one forward pass per
+    request), the unit in seconds (`estimator.predict.SECONDS_PER_UNIT`), whether an input pipeline feeds the steps (the authors'
     training rows: their CIFAR-10 loader; profiled rows run on synthetic input), and the
     GPU's peak rates."""
     batch = rows["batch"].to_numpy(float)
     train = target == "train-time"
     return rows.assign(
-        steps=np.ceil(EPOCH_SAMPLES / batch) if train else 1.0,
-        samples=float(EPOCH_SAMPLES) if train else batch,
-        unit_s=TIME_UNITS[target],
+        steps=np.ceil(roofline.EPOCH_SAMPLES / batch) if train else 1.0,
+        samples=float(roofline.EPOCH_SAMPLES) if train else batch,
+        unit_s=SECONDS_PER_UNIT[target],
         input_pipeline=((rows["source"] != "profiled") & train).astype(float),
         **pd.DataFrame([roofline.gpu_columns(g) for g in rows["gpu"]], index=rows.index),
     )
