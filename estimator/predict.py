@@ -28,7 +28,6 @@ everywhere.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -251,11 +250,10 @@ class Estimator:
         mem_target, time_target = MEMORY_TARGETS[task], TIME_TARGETS[task]
         mem = self._predict(mem_target, features)
         unit_s = self._predict(time_target, features) * SECONDS_PER_UNIT[time_target]
-        if time_target in self._hardware:
-            unseen = [i for i, g in enumerate(self._gpus)
-                      if not self._predictors[time_target].seen(g)]
+        unseen = [i for i, g in enumerate(self._gpus) if not self._predictors[time_target].seen(g)]
+        if time_target in self._hardware and unseen:
             from_hardware = self._from_hardware(time_target, features, unseen)
-            traced = ~np.isnan(from_hardware[:, 0]) if unseen else np.zeros(len(features), bool)
+            traced = ~np.isnan(from_hardware[:, 0])
             unit_s[np.ix_(traced, unseen)] = from_hardware[traced] * SECONDS_PER_UNIT[time_target]
         memory = self._predictors[mem_target]
         seen = [memory.seen(g) for g in self._gpus]
@@ -275,18 +273,14 @@ class Estimator:
                        gpus: list[int]) -> np.ndarray:
         """(jobs, `gpus`) times from the roofline artefact, in the target's unit; NaN rows
         for jobs without traced operations."""
-        if not gpus:
-            return np.empty((len(features), 0))
         train = target == TIME_TARGETS["train"]
         per_gpu = [roofline.gpu_columns(self._gpus[i]) for i in gpus]
         rows = []
         for job in features:
-            steps = math.ceil(roofline.EPOCH_SAMPLES / job.batch) if train else 1.0
             job_columns = {c: float(getattr(job, c)) for c in roofline.COLUMNS
                            if c.startswith("op_")}
-            job_columns |= {"steps": float(steps), "input_pipeline": 0.0,
-                            "samples": float(roofline.EPOCH_SAMPLES if train else job.batch),
-                            "unit_s": SECONDS_PER_UNIT[target]}
+            job_columns |= {k: float(v) for k, v in roofline.step_columns(job.batch, train).items()}
+            job_columns |= {"input_pipeline": 0.0, "unit_s": SECONDS_PER_UNIT[target]}
             rows += [[{**job_columns, **gpu}[c] for c in roofline.COLUMNS] for gpu in per_gpu]
         X = np.array(rows, dtype=float)
         out = np.full(len(X), np.nan)

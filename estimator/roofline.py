@@ -95,6 +95,15 @@ MEMORY_PRIOR = 0.75
 WINOGRAD_GAIN = 2.25
 
 
+def step_columns(batch, train: bool) -> dict:  # noqa: ANN001  (a float or an array)
+    """`steps` and `samples` of one unit: an epoch of `EPOCH_SAMPLES` at `batch`, or one
+    forward pass of `batch` (a request)."""
+    if train:
+        return {"steps": np.ceil(EPOCH_SAMPLES / np.asarray(batch, float)),
+                "samples": float(EPOCH_SAMPLES)}
+    return {"steps": 1.0, "samples": batch}
+
+
 def gpu_columns(gpu: str) -> dict[str, float]:
     """The GPU columns of `COLUMNS` for a catalogue type."""
     rates = THROUGHPUT[gpu]

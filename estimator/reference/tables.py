@@ -111,11 +111,9 @@ def with_step_columns(rows: pd.DataFrame, target: str) -> pd.DataFrame:
     request), the unit in seconds (`estimator.predict.SECONDS_PER_UNIT`), whether an input pipeline feeds the steps (the authors'
     training rows: their CIFAR-10 loader; profiled rows run on synthetic input), and the
     GPU's peak rates."""
-    batch = rows["batch"].to_numpy(float)
     train = target == "train-time"
     return rows.assign(
-        steps=np.ceil(roofline.EPOCH_SAMPLES / batch) if train else 1.0,
-        samples=float(roofline.EPOCH_SAMPLES) if train else batch,
+        **roofline.step_columns(rows["batch"].to_numpy(float), train),
         unit_s=SECONDS_PER_UNIT[target],
         input_pipeline=((rows["source"] != "profiled") & train).astype(float),
         **pd.DataFrame([roofline.gpu_columns(g) for g in rows["gpu"]], index=rows.index),

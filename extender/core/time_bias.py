@@ -18,10 +18,10 @@ model, then per model and batch (the job type), each level a shrunk mean of its 
   fine-tune): from that owner's runs only, the class shrunk toward the shared class.
   A job type that ran 3 times is predicted within a few % of its runs;
 * **shared**, for every owner: per level, the median over owners of what each one's runs
-  alone say, then clipped to +-`TENANT_BOUND` / 2. Another owner's runs reach a prediction only through the
-  shared values, so whatever they are, they move it by at most a factor
-  exp(`TENANT_BOUND`) (1.5x), up or down: one tenant cannot teach the scheduler that
-  another tenant's jobs are fast or slow beyond that.
+  alone say, then clipped to +-`TENANT_BOUND` / 2. Another owner's runs reach a
+  prediction only through the shared values, so whatever they are, they move it by at
+  most a factor exp(`TENANT_BOUND`) (1.5x), up or down: one tenant cannot teach the
+  scheduler that another tenant's jobs are fast or slow beyond that.
 
 A decision multiplies the job's predicted seconds on a type by exp(bias), the most specific
 that exists, its owner's before the shared one at each level (`correct`, which also names
