@@ -5,6 +5,7 @@ restarted and stopped; each life logs to its own file. Also a free port on 127.0
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -18,10 +19,30 @@ ROOT = Path(__file__).resolve().parent.parent  # gunicorn's working directory
 WORKERS = 2
 
 
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_PORT = 10000
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nobody listens on, for a server started later. Drawn at random below the
+    kernel's ephemeral range: a port the kernel hands out (bind to 0) can be taken again by
+    any outgoing connection before the server binds it (a monitor once failed so, with
+    EADDRINUSE, while the sentinels were connecting)."""
+    ephemeral_low = int(EPHEMERAL_RANGE.read_text().split()[0]) if EPHEMERAL_RANGE.exists() \
+        else 32768
+    for _ in range(1000):
+        port = random.randrange(LOWEST_PORT, ephemeral_low)
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise RuntimeError(f"no free port in [{LOWEST_PORT}, {ephemeral_low})")
 
 
 class Replicas:

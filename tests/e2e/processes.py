@@ -7,7 +7,6 @@ import atexit
 import ctypes
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -22,12 +21,6 @@ def _die_with_parent() -> None:
     """In the child, before exec: the kernel SIGKILLs it when the test run's process dies,
     however that dies (atexit and fixtures do not run on a SIGKILL)."""
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class NotReady(RuntimeError):
