@@ -17,7 +17,7 @@ policy and its tie-break decide. A pod the extender places nowhere fails, as in 
 protocol, and is deleted (the monitor drops it from the waiting pods, so it holds nothing).
 
 kube-scheduler then picks the node with the highest total score: its own score plugins
-plus the extender's score times the extender's weight (5 in ``k8s/scheduler-config.yaml``)
+plus the extender's score times the extender's weight (25 in ``k8s/scheduler-config.yaml``)
 times 10 (MaxNodeScore 100 over MaxExtenderPriority 10: kube-scheduler v1.36
 ``pkg/scheduler/schedule_one.go``, ``prioritizeNodes``). Of its default score plugins
 (``pkg/scheduler/apis/config/v1/default_plugins.go``) only two tell these nodes apart:
@@ -45,7 +45,7 @@ from replay.policies import ExtenderPolicy
 from replay.workloads import ReplayError
 
 SLOTS_PER_GPU = 20  # openb's smallest share is 50 milli: 20 of them fill a GPU
-EXTENDER_WEIGHT = 5  # k8s/scheduler-config.yaml
+EXTENDER_WEIGHT = 25  # k8s/scheduler-config.yaml (a test keeps them equal)
 EXTENDER_POINTS = 10  # MaxNodeScore / MaxExtenderPriority
 
 

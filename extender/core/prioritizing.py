@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -91,17 +92,12 @@ def score_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: Li
     table = GpuTable.from_states(snapshot.nodes)
     only = None if among is None else _marked(table, among, passed_by)
     fit = fit_rows(table, needs, limits, holds)
-    placed, cost, left, rows = _placements(table, fit, policy, snapshot.now,
-                                           alphas.rows(table), only, bool(snapshot.waiting))
-    ties = None
-    if tie_break == "fragmentation":
-        ties = np.zeros(len(placed))
-        single = rows >= 0
-        ties[single] = fragmentation.placement_delta(
-            table, rows[single], fit.padded_mib[rows[single]], fit.limit,
-            fragmentation.request_mix(table))
+    placed = _placements(table, fit, policy, snapshot.now, alphas.rows(table), only,
+                         bool(snapshot.waiting))
+    ties = None if tie_break != "fragmentation" else -fragmentation.score(
+        _fragmentation_delta(table, fit, placed))
     scores = np.zeros(len(table.names))
-    scores[placed] = policy.score_array(cost, left, ties)
+    scores[placed.nodes] = policy.score_array(placed.cost, placed.left, ties)
     if only is None:
         return NodeScores(table.names, scores, table.positions)
     return NodeScores(table.names_array[only].tolist(), scores[only])
@@ -128,18 +124,34 @@ def node_placement(node: NodeState, needs: Mapping[str, Need], limits: Limits, n
     if not judged_at_once(nodes):
         return per_node.node_placement(node, needs, limits, now, policy, holds)
     table = GpuTable.from_states(nodes)
-    placed, cost, left, _ = _placements(table, fit_rows(table, needs, limits, holds), policy,
-                                        now)
-    return Placement(float(cost[0]), float(left[0])) if len(placed) else None
+    placed = _placements(table, fit_rows(table, needs, limits, holds), policy, now)
+    return Placement(float(placed.cost[0]), float(placed.left[0])) if len(placed.nodes) else None
+
+
+class Placed(NamedTuple):
+    """The nodes that can take the job (positions, in order), their prices, memory left
+    and the GPU rows priced: `rows`, each owned by the placement at `owner` (one row for a
+    job on one GPU, k for a job on k)."""
+
+    nodes: np.ndarray
+    cost: np.ndarray
+    left: np.ndarray
+    rows: np.ndarray
+    owner: np.ndarray
+
+
+def _fragmentation_delta(table: GpuTable, fit: Fit, placed: Placed) -> np.ndarray:
+    """Per placement, how it changes its node's fragmentation (`extender.core.fragmentation`)."""
+    return fragmentation.placement_delta(table, placed.rows, fit.padded_mib[placed.rows],
+                                         fit.limit, fragmentation.request_mix(table),
+                                         placed.owner, len(placed.nodes))
 
 
 def _placements(table: GpuTable, fit: Fit, policy: ScoringPolicy, now: float,
                 alpha: float | np.ndarray | None = None, only: np.ndarray | None = None,
-                backlog: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Nodes that can take the job (positions, in order), their prices (at `alpha`, per GPU
-    row or one for all; None: the policy's), memory left and the GPU row priced (-1 for a
-    job on several GPUs); `only` (a bool per node): the nodes to price, the others left
-    out."""
+                backlog: bool = False) -> Placed:
+    """The placements (`Placed`), priced at `alpha` (per GPU row or one for all; None: the
+    policy's); `only` (a bool per node): the nodes to price, the others left out."""
     if only is not None:
         fit = replace(fit, room=fit.room & only[table.gpu_node],
                       room_count=np.where(only, fit.room_count, 0))
@@ -162,16 +174,19 @@ def _placements(table: GpuTable, fit: Fit, policy: ScoringPolicy, now: float,
     several = (seg_gpus > 1) & (seg_room >= seg_gpus)
     seg_cost = np.full(len(table.seg_nodes), np.inf)
     seg_left = np.zeros(len(table.seg_nodes))
-    seg_row = np.full(len(table.seg_nodes), -1)
+    rows, row_seg = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     if single.any():
         row = _cheapest_rows(table, fit, cost)
         seg_cost[single] = cost[row[single]]
         seg_left[single] = table.gpu_free[row[single]] - fit.padded_mib[row[single]]
-        seg_row[single] = row[single]
+        rows, row_seg = row[single], np.flatnonzero(single)
     if several.any():
-        _slowest_of_cheapest(table, fit, cost, several, seg_cost, seg_left)
+        taken, taken_seg = _slowest_of_cheapest(table, fit, cost, several, seg_cost, seg_left)
+        rows, row_seg = np.r_[rows, taken], np.r_[row_seg, taken_seg]
     placed = single | several
-    return table.seg_nodes[placed], seg_cost[placed], seg_left[placed], seg_row[placed]
+    placement = np.cumsum(placed) - 1  # segment -> its place among the placed
+    return Placed(table.seg_nodes[placed], seg_cost[placed], seg_left[placed], rows,
+                  placement[row_seg])
 
 
 def _cheapest_rows(table: GpuTable, fit: Fit, cost: np.ndarray) -> np.ndarray:
@@ -190,9 +205,11 @@ def _cheapest_rows(table: GpuTable, fit: Fit, cost: np.ndarray) -> np.ndarray:
 
 
 def _slowest_of_cheapest(table: GpuTable, fit: Fit, cost: np.ndarray, several: np.ndarray,
-                         seg_cost: np.ndarray, seg_left: np.ndarray) -> None:
+                         seg_cost: np.ndarray, seg_left: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray]:
     """For pods on k GPUs: the k cheapest GPUs with room of each node (then best fit, then
-    index), priced by the slowest of them; memory left summed over the k."""
+    index), priced by the slowest of them; memory left summed over the k. Returns those
+    rows and their segments."""
     rows = np.flatnonzero(fit.room & several[table.gpu_seg])
     seg = table.gpu_seg[rows]
     order = np.lexsort((table.gpu_index[rows], table.gpu_free[rows], cost[rows], seg))
@@ -206,3 +223,4 @@ def _slowest_of_cheapest(table: GpuTable, fit: Fit, cost: np.ndarray, several: n
     np.add.at(left, seg, table.gpu_free[rows] - fit.padded_mib[rows])
     seg_cost[several] = slowest[several]
     seg_left[several] = left[several]
+    return rows, seg
