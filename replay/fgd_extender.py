@@ -1,5 +1,6 @@
 """Ours on FGD's protocol (`replay.fgd_protocol`): every GPU pod decided by the extender over
-HTTP, as kube-scheduler would call it, the others by kube-scheduler's own default scoring.
+HTTP, as kube-scheduler would call it under our profile, the others placed by that profile
+alone.
 
 What kube-scheduler does before it calls the extender is done here, from its defaults:
 NodeResourcesFit (CPU and memory requests within what the node has left) and the pod's
@@ -17,14 +18,16 @@ policy and its tie-break decide. A pod the extender places nowhere fails, as in 
 protocol, and is deleted (the monitor drops it from the waiting pods, so it holds nothing).
 
 kube-scheduler then picks the node with the highest total score: its own score plugins
-plus the extender's score times the extender's weight (25 in ``k8s/scheduler-config.yaml``)
-times 10 (MaxNodeScore 100 over MaxExtenderPriority 10: kube-scheduler v1.36
-``pkg/scheduler/schedule_one.go``, ``prioritizeNodes``). Of its default score plugins
-(``pkg/scheduler/apis/config/v1/default_plugins.go``) only two tell these nodes apart:
-NodeResourcesFit, LeastAllocated over CPU and memory, and
-NodeResourcesBalancedAllocation, weight 1 each (`kube_default_scores`). Ties go to the
-lowest node rank, as every policy's here. A pod asking no GPU is not ours: the extender
-passes it untouched and those two plugins alone place it.
+plus the extender's score times the extender's weight times 10 (MaxNodeScore 100 over
+MaxExtenderPriority 10: kube-scheduler v1.36 ``pkg/scheduler/schedule_one.go``,
+``prioritizeNodes``). Of its default score plugins
+(``pkg/scheduler/apis/config/v1/default_plugins.go``) only NodeResourcesFit
+(LeastAllocated) and NodeResourcesBalancedAllocation tell these nodes apart, and our
+profile disables both as scorers (`PROFILE_SCORES_OFF`, ``k8s/scheduler-config.yaml``):
+the rest score every node alike. So the extender's highest score decides, and a pod asking
+no GPU (not ours: the extender passes it untouched) goes to any node that fits. Among equal
+totals kube-scheduler picks at random (``selectHost``): here the lowest node rank, a seeded
+permutation, as every policy's ties here.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from extender.model import GPU_MEMORY
 from extender.settings import Settings
 from extender.wire.builders import pod_object
 from replay.engine import SimNode
-from replay.fgd_policies import MAX_SCORE, Choice, Policy, pick_node
+from replay.fgd_policies import Choice, Policy, pick_node
 from replay.fgd_protocol import ClusterState
 from replay.fgd_workload import Pod
 from replay.openb import GPU_CODES
@@ -45,8 +48,9 @@ from replay.policies import ExtenderPolicy
 from replay.workloads import ReplayError
 
 SLOTS_PER_GPU = 20  # openb's smallest share is 50 milli: 20 of them fill a GPU
-EXTENDER_WEIGHT = 25  # k8s/scheduler-config.yaml (a test keeps them equal)
-EXTENDER_POINTS = 10  # MaxNodeScore / MaxExtenderPriority
+#: Score plugins our kube-scheduler profile disables (k8s/scheduler-config.yaml; a test keeps
+#: them equal): with them off, no in-tree scorer tells openb's nodes apart.
+PROFILE_SCORES_OFF = ("NodeResourcesFit", "NodeResourcesBalancedAllocation")
 
 
 def sim_nodes(state: ClusterState) -> list[SimNode]:
@@ -67,19 +71,6 @@ def share_annotation(pod: Pod) -> str:
     """What a trace pod declares per GPU: its share of the GPU's memory in whole percent,
     rounded up (openb's shares are whole percents already)."""
     return f"{-(-pod.gpu_milli // 10)}%"
-
-
-def kube_default_scores(state: ClusterState, pod: Pod) -> np.ndarray:
-    """kube-scheduler's own default scores per node, the two that tell these nodes apart:
-    LeastAllocated (mean of free CPU and memory after the pod, as a share) plus
-    BalancedAllocation (1 - the spread of the two requested shares), each 0..100, as
-    integers."""
-    cpu_after = (state.cpu_left - pod.cpu) / np.maximum(state.nodes.cpu, 1)
-    mem_after = (state.mem_left - pod.mem) / np.maximum(state.nodes.mem, 1)
-    least = ((cpu_after + mem_after) / 2 * MAX_SCORE).astype(np.int64)
-    spread = np.abs((1 - cpu_after) - (1 - mem_after)) / 2
-    balanced = ((1 - spread) * MAX_SCORE).astype(np.int64)
-    return least + balanced
 
 
 class ExtenderOnFgd(Policy):
@@ -117,8 +108,8 @@ class ExtenderOnFgd(Policy):
 
     def choose(self, state: ClusterState, pod: Pod) -> Choice | None:
         ok = (state.cpu_left >= pod.cpu) & (state.mem_left >= pod.mem)
-        if not pod.gpu_request:
-            node = pick_node(state, ok, kube_default_scores(state, pod))
+        if not pod.gpu_request:  # every node that fits scores alike
+            node = pick_node(state, ok, np.zeros(len(state), np.int64))
             return None if node is None else (node, ())
         assert self.extender is not None, "reset first"
         ok &= state.spec_mask(pod.spec) & (state.nodes.gpus > 0)
@@ -128,15 +119,12 @@ class ExtenderOnFgd(Policy):
                          annotations={GPU_MEMORY: share_annotation(pod)}, gpus=pod.num_gpu,
                          scheduler_name="schedtune-scheduler", phase="Pending")
         self.decisions += 1
-        in_tree = kube_default_scores(state, pod)
 
         def pick(scores: list[dict]) -> str:
-            """kube-scheduler's choice: its plugins' scores plus the extender's, weighted."""
+            """kube-scheduler's choice: the extender's highest score, ties at random."""
             total = np.full(len(state), -1, np.int64)
             for entry in scores:
-                position = self.position[entry["Host"]]
-                total[position] = in_tree[position] + \
-                    EXTENDER_WEIGHT * EXTENDER_POINTS * int(entry["Score"])
+                total[self.position[entry["Host"]]] = int(entry["Score"])
             node = pick_node(state, total >= 0, total)
             assert node is not None
             return state.nodes.names[node]

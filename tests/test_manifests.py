@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from replay.fgd_extender import EXTENDER_WEIGHT
+from replay.fgd_extender import PROFILE_SCORES_OFF
 
 K8S = Path(__file__).resolve().parent.parent / "k8s"
 NAMESPACE = "schedtune"
@@ -150,9 +150,9 @@ def test_kube_scheduler_configuration_v1_over_mutual_tls() -> None:
     for key, value in extender.items():
         assert isinstance(value, EXTENDER_FIELDS[key]), key
     assert 1 <= extender["weight"] <= 100  # the scheduler rejects weights outside (0, 100]
-    # The openb replay plays kube-scheduler's sum with this weight; 10 steps x weight must
-    # outweigh LeastAllocated + BalancedAllocation (200 points) for our choice to stand.
-    assert extender["weight"] == EXTENDER_WEIGHT and EXTENDER_WEIGHT * 10 > 200
+    # The openb replay plays this profile: no in-tree scorer of CPU and memory.
+    disabled = config["profiles"][0]["plugins"]["score"]["disabled"]
+    assert tuple(plugin["name"] for plugin in disabled) == PROFILE_SCORES_OFF
     assert extender["nodeCacheCapable"] is True
     for resource in extender["managedResources"]:
         assert set(resource) == {"name", "ignoredByScheduler"}

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from extender.state.store import RedisStore
-from replay.fgd_extender import ExtenderOnFgd, kube_default_scores, share_annotation
+from replay.fgd_extender import ExtenderOnFgd, share_annotation
 from replay.fgd_protocol import ClusterState, run
 from replay.fgd_workload import Pod, Pods, make_nodes
 
@@ -61,14 +61,15 @@ def test_whole_gpu_pods_take_free_gpus_of_one_node(ours) -> None:
     assert choice is not None and choice[0] == 1 and len(set(choice[1])) == 3
 
 
-def test_a_cpu_only_pod_is_placed_by_kube_schedulers_default_scores(ours) -> None:
-    # n0 has half its CPU used: LeastAllocated prefers n1.
-    state = cluster([(32000, 65536, 1, "T4"), (32000, 65536, 1, "T4")])
+def test_a_cpu_only_pod_goes_to_any_node_that_fits_without_the_extender(ours) -> None:
+    # Our profile scores no node by CPU: n0, half its CPU used, is as good as n1 (ties to
+    # the lowest rank, here n0); n2 lacks the CPU.
+    state = cluster([(32000, 65536, 1, "T4"), (32000, 65536, 1, "T4"), (500, 65536, 1, "T4")])
     state.place(0, (), pod(cpu=16000, mem=0))
     ours.reset(state)
+    assert ours.choose(state, pod(cpu=1000, mem=1024)) == (0, ())
+    state.rank = np.array([2, 1, 0])
     assert ours.choose(state, pod(cpu=1000, mem=1024)) == (1, ())
-    scores = kube_default_scores(state, pod(cpu=1000, mem=1024))
-    assert scores[1] > scores[0]
     assert ours.decisions == 0  # the extender was not asked
 
 
@@ -89,17 +90,17 @@ def test_a_whole_run_never_places_beyond_a_gpus_milli(ours) -> None:
     assert curve.allocated_milli[-1] <= 3000 and curve.placed[:2].all()
 
 
-def test_kube_scheduler_adds_its_own_scores_to_the_extenders(ours) -> None:
-    """Two T4 nodes the extender prices alike: it gives the first 10 and the other 9 (50
-    points apart once weighted). When the first has 90 % of its CPU requested, kube-
-    scheduler's LeastAllocated and BalancedAllocation favour the other by more than that."""
+def test_the_extenders_choice_stands_whatever_cpu_the_nodes_have_left(ours) -> None:
+    """Two T4 nodes the extender prices alike: it gives the first 10 and the other 9. With
+    our profile's CPU scorers off, the first stays kube-scheduler's choice when 90 % of its
+    CPU is requested (LeastAllocated would have sent the pod to the other)."""
     state = cluster([(32000, 65536, 1, "T4"), (32000, 65536, 1, "T4")])
     ours.reset(state)
     assert ours.choose(state, pod(num=1, milli=300)) == (0, (0,))  # alike: the extender's
     busy = cluster([(32000, 65536, 1, "T4"), (32000, 65536, 1, "T4")])
     busy.place(0, (), pod(cpu=28800, mem=0))
     ours.reset(busy)
-    assert ours.choose(busy, pod(num=1, milli=300)) == (1, (0,))
+    assert ours.choose(busy, pod(num=1, milli=300)) == (0, (0,))
 
 
 def test_a_gpu_model_the_trace_mapping_lacks_is_a_clear_error(ours) -> None:
