@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 # Pod annotations (the opt-in contract).
@@ -167,6 +167,19 @@ class Need:
     basis: str = ""  # "" the regressors; "transformer": the analytic LLM estimate
     time_factor: float = 1.0  # predicted_s is the estimate times this (learned bias)
     time_correction: str = ""  # the learned bias applied (`time_bias.bias_key`), "": none
+    declared_percent: int = 0  # the declaration was this percent of a GPU's memory
+
+    def on(self, gpus: NodeGpus) -> Need:
+        """This need on a node of `gpus`: a type's need takes a declared percentage of its
+        largest card; where the declaration alone decides, it is taken of this node's card
+        instead (a type can hold cards of several sizes: products the catalogue does not
+        know all share `UNKNOWN_TYPE`)."""
+        if not self.declared_percent or self.padded_mib > self.declared_mib or self.oom_floor:
+            return self
+        declared = float(self.declared_percent * gpus.memory_mib // 100)
+        if declared == self.declared_mib:
+            return self
+        return replace(self, padded_mib=max(self.estimate_mib, declared), declared_mib=declared)
 
 
 @dataclass(frozen=True)
@@ -187,6 +200,12 @@ class Limits:
 def type_of(gpus: NodeGpus) -> str:
     """The catalogue type of a node's GPUs, `UNKNOWN_TYPE` for products it does not know."""
     return gpus.gpu_type or UNKNOWN_TYPE
+
+
+def need_on(needs: Mapping[str, Need], gpus: NodeGpus) -> Need:
+    """The job's need on a node of `gpus` (`Need.on` its type's). KeyError for a type
+    `needs` lacks."""
+    return needs[type_of(gpus)].on(gpus)
 
 
 @dataclass(frozen=True)

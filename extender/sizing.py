@@ -73,7 +73,8 @@ class Sizer:
             seconds = demand.expected_s or owner_s or self.declared_default_s
             needs = {t: Need(declared_mib(demand, memory[t]), float(seconds), seen=True)
                      for t in memory}
-        needs = {t: _declared(n, declared_mib(demand, memory[t])) for t, n in needs.items()}
+        needs = {t: _declared(n, declared_mib(demand, memory[t]), demand.declared_percent)
+                 for t, n in needs.items()}
         needs = oom.apply_floors(demand, needs, floors) if demand.model else needs
         return {t: n if n.gpus == demand.gpus else replace(n, gpus=demand.gpus)
                 for t, n in needs.items()}
@@ -167,11 +168,13 @@ def declared_mib(demand: PodDemand, gpu_mib: int) -> float:
     return float(demand.declared_mib)
 
 
-def _declared(need: Need, declared: float) -> Need:
-    """The larger of what the pod declares and what was predicted."""
+def _declared(need: Need, declared: float, percent: int = 0) -> Need:
+    """The larger of what the pod declares and what was predicted (`percent`: declared as
+    that share of a GPU's memory: `Need.on` takes it of each node's card)."""
     if not declared:
         return need
-    return replace(need, padded_mib=max(need.padded_mib, declared), declared_mib=declared)
+    return replace(need, padded_mib=max(need.padded_mib, declared), declared_mib=declared,
+                   declared_percent=percent)
 
 
 def largest_memory(layouts: Iterable[NodeGpus | None]) -> dict[str, int]:

@@ -38,6 +38,7 @@ from extender.model import (
     PodDemand,
     PodInfo,
     Reservation,
+    need_on,
     type_of,
 )  # fmt: skip
 from extender.policies.base import ScoringPolicy
@@ -71,7 +72,7 @@ def plan_reservation(pod: PodInfo, demand: PodDemand, node: NodeState,
     if node.gpus is None or node.gpus.count == 0:
         raise unknown_layout(node.name)
     gpu_type = type_of(node.gpus)
-    need = needs[gpu_type]
+    need = need_on(needs, node.gpus)
     record = JobRecord(
         uid=pod.uid, pod=pod.name, namespace=pod.namespace, model=demand.model,
         task=demand.task, node=node.name, gpu_index=-1, reserved_mib=round(need.padded_mib, 1),

@@ -22,7 +22,7 @@ import numpy as np
 
 from extender.core.gpu_table import GpuTable
 from extender.core.room import Holds, has_room
-from extender.model import Limits, Need, NodeGpus, type_of
+from extender.model import Limits, Need, NodeGpus, need_on
 
 NO_INDEX = np.iinfo(np.int64).max
 MEMO_ENTRIES = 32  # fits kept on a table: a pod's, and the waiters' its holds weigh
@@ -71,7 +71,7 @@ def _fit_rows(table: GpuTable, needs: Mapping[str, Need], limits: Limits,
     layout_limits: list[int] = []
     for gpus, here in zip(table.layouts, present.tolist(), strict=True):
         ok = here and usable(gpus)
-        layout_needs.append(needs[type_of(gpus)] if ok and gpus is not None else None)
+        layout_needs.append(need_on(needs, gpus) if ok and gpus is not None else None)
         layout_limits.append(limits.for_node(gpus) if ok and gpus is not None else 0)
     padded = np.array([np.inf if n is None else n.padded_mib for n in layout_needs])
     work = np.array([np.inf if n is None else n.predicted_s for n in layout_needs])

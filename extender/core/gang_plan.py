@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from extender.core.room import usable_gpus
-from extender.model import Limits, Need, NodeState, type_of
+from extender.model import Limits, Need, NodeState, need_on, type_of
 from extender.policies.base import ScoringPolicy
 
 MIB = 1 << 20
@@ -143,7 +143,7 @@ def _candidates(size: int, needs: Mapping[str, Need], nodes: Mapping[str, NodeSt
         if node.gpus is None or not node.gpus.count or type_of(node.gpus) not in needs:
             continue
         gpu_type = type_of(node.gpus)
-        need = needs[gpu_type]
+        need = need_on(needs, node.gpus)
         work = need.predicted_s / size
         priced = policy.with_alpha(alpha_of(node))
         limit = limits.for_node(node.gpus)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from extender.core.room import NO_HOLDS, Hold, Holds, has_room, usable_gpus
-from extender.model import Limits, Need, NodeGpus, NodeState, Verdict, type_of
+from extender.model import Limits, Need, NodeGpus, NodeState, Verdict, need_on
 from extender.policies.base import Placement, ScoringPolicy
 
 UNKNOWN_NODE = Verdict(False, "node unknown to the extender: no GPU layout in the request and "
@@ -64,11 +64,11 @@ def node_verdict(node: NodeState, needs: Mapping[str, Need], limits: Limits,
                  holds: Holds = NO_HOLDS) -> Verdict:
     gpus = node.gpus
     settled = layout_verdict(gpus, None if gpus is None or gpus.problem or not gpus.count
-                             else needs[type_of(gpus)])
+                             else need_on(needs, gpus))
     if settled is not None:
         return settled
     assert gpus is not None
-    need, limit = needs[type_of(gpus)], limits.for_node(gpus)
+    need, limit = need_on(needs, gpus), limits.for_node(gpus)
     fitting = usable_gpus(node, need, limit, holds)
     if len(fitting) >= need.gpus:
         return Verdict(True, gpu_index=fitting[0].index)
@@ -88,7 +88,7 @@ def idle_gpu_fits(node: NodeState, needs: Mapping[str, Need], limits: Limits,
     """Whether a GPU of `node` with no job could take the job now."""
     if node.gpus is None or node.gpus.count == 0 or node.gpus.problem:
         return False
-    need = needs[type_of(node.gpus)]
+    need = need_on(needs, node.gpus)
     return any(not g.jobs for g in usable_gpus(node, need, limits.for_node(node.gpus), holds))
 
 
@@ -99,7 +99,7 @@ def node_placement(node: NodeState, needs: Mapping[str, Need], limits: Limits, n
     cannot take the job now."""
     if node.gpus is None or node.gpus.count == 0 or node.gpus.problem:
         return None
-    need = needs[type_of(node.gpus)]
+    need = need_on(needs, node.gpus)
     fitting = usable_gpus(node, need, limits.for_node(node.gpus), holds)
     if len(fitting) < need.gpus or not fitting:
         return None

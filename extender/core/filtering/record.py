@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from extender.core.job import PodJob
 from extender.core.room import Holds, held_from
-from extender.model import FilterRecord, Limits, NodeGpus, Verdict, type_of
+from extender.model import FilterRecord, Limits, NodeGpus, Verdict, need_on
 
 
 def for_bind(job: PodJob, nodes: Mapping[str, NodeGpus | None],
@@ -26,7 +26,7 @@ def for_bind(job: PodJob, nodes: Mapping[str, NodeGpus | None],
     for name in held_nodes:
         node = snapshot.nodes[name]
         if verdicts[name].fits and node.gpus is not None:  # a passing node has a layout
-            blocked = held_from(node, job.needs[type_of(node.gpus)], limits, holds)
+            blocked = held_from(node, need_on(job.needs, node.gpus), limits, holds)
             if blocked:
                 held[name] = tuple(blocked)
     # Bind comes only to a node that passed: keep no other layout (a large request's record).
