@@ -76,6 +76,26 @@ def test_a_share_of_each_gpu_is_reserved_on_the_gpu_it_lands_on(client, binder, 
     assert passed_nodes(_filter(client, third, [shared_t4])) == []
 
 
+def test_a_share_is_taken_of_each_card_where_unknown_products_differ_in_size(
+        client, binder, store) -> None:
+    """Products the catalogue does not know share one GPU type: a 60 % pod fits a 16 GiB
+    one (60 % of 16,384 MiB) beside a 32 GiB one, and is reserved 60 % of the card it
+    lands on, not of the type's largest (which a 16 GiB card could never hold)."""
+    small = make_node("p100", "Tesla-P100-PCIE-16GB", count=1, memory_mib=16384, replicas=4)
+    large = make_node("g2", "Alibaba-G2", count=1, memory_mib=32768, replicas=4)
+    pod = make_pod(model=None, **{GPU_MEMORY: "60%", EXPECTED_S: "900"})
+    assert passed_nodes(_filter(client, pod, [small, large])) == ["p100", "g2"]
+    scores = client.post("/prioritize", json=filter_args(pod, [small, large])).get_json()
+    assert {entry["Host"] for entry in scores if entry["Score"] > 0} == {"p100", "g2"}
+    annotations = _bind(client, binder, pod, "p100")
+    assert annotations[RESERVED_MIB] == str(60 * 16384 // 100)
+    # What is left of the small card (40 %) takes a 40 % pod, not a 41 % one.
+    fits = make_pod(model=None, name="fits", **{GPU_MEMORY: "40%"})
+    too_big = make_pod(model=None, name="too-big", **{GPU_MEMORY: "41%"})
+    assert passed_nodes(_filter(client, fits, [small, large])) == ["p100", "g2"]
+    assert passed_nodes(_filter(client, too_big, [small, large])) == ["g2"]
+
+
 def test_a_declared_pod_larger_than_every_gpu_says_by_how_much(client) -> None:
     out = _filter(client, _declared(50000), [EIGHT, SMALL])
     reasons = set(out["FailedAndUnresolvableNodes"].values())
