@@ -6,7 +6,10 @@ each node by its cheapest usable GPU, and `scores` turns those prices into
 [0, 1]: the soonest node 1, the others soonest / own (scale-free), and among
 nodes tied for the soonest only the tightest fit keeps 1, so the choice is
 ours rather than kube-scheduler's coin toss and the larger holes stay for
-larger jobs (as kube-scheduler's MostAllocated or Volcano's binpack).
+larger jobs (as kube-scheduler's MostAllocated or Volcano's binpack). Nodes
+alike in all of that keep 1 together: kube-scheduler picks one of them at random
+(the first in node order instead piles every such job onto the same few nodes;
+under FGD's protocol on openb that left twice the GPUs unallocated: docs/).
 
 Prioritize prices thousands of GPUs per request, so a policy also prices them
 at once (`costs_s`: one row per GPU, its jobs' remaining seconds as columns), and
@@ -113,9 +116,9 @@ class ScoringPolicy(ABC):
                   for name, p in placements.items()}  # fmt: skip
         tied = [name for name, p in placements.items() if p.cost_s <= soonest * (1 + 1e-9)]
         if len(tied) > 1:
-            keep = min(tied, key=lambda name: placements[name].left_mib)  # first among equals
+            tightest = min(placements[name].left_mib for name in tied)
             for name in tied:
-                if name != keep:
+                if placements[name].left_mib != tightest:
                     scores[name] = min(scores[name], TIED_SCORE)
         return scores
 
@@ -123,8 +126,8 @@ class ScoringPolicy(ABC):
                     ties: np.ndarray | None = None) -> np.ndarray:
         """`scores` of placements given as arrays (nodes in order), the same values: the
         soonest 1, the others soonest / own, and among the nodes tied for the soonest only
-        the first tightest fit keeps its score, the others at most `TIED_SCORE`. `ties`:
-        a value per node that decides among the tied before the fit does (lowest wins)."""
+        the tightest fits keep their score, the others at most `TIED_SCORE`. `ties`: a
+        value per node that decides among the tied before the fit does (lowest wins)."""
         if not len(cost_s):
             return np.zeros(0)
         soonest = float(cost_s.min())
@@ -134,11 +137,13 @@ class ScoringPolicy(ABC):
         scores = np.where(cost_s <= 0, 1.0, ratio)
         tied = np.flatnonzero(cost_s <= soonest * (1 + 1e-9))
         if len(tied) > 1:
-            if ties is None:
-                keep = tied[int(np.argmin(left_mib[tied]))]  # the first among equals
-            else:  # stable: the first among equals
-                keep = tied[int(np.lexsort((left_mib[tied], np.round(ties[tied], 6)))[0])]
-            kept = scores[keep]
+            best = left_mib[tied] == left_mib[tied].min()
+            if ties is not None:
+                rounded = np.round(ties[tied], 6)
+                first = rounded == rounded.min()
+                best = first & (left_mib[tied] == left_mib[tied][first].min())
+            kept = tied[best]
+            keep_scores = scores[kept]
             scores[tied] = np.where(scores[tied] < TIED_SCORE, scores[tied], TIED_SCORE)
-            scores[keep] = kept
+            scores[kept] = keep_scores
         return scores

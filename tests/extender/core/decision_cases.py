@@ -314,10 +314,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
 
 def _recorded_waiter(waiter: Waiter) -> list:
     assert waiter.gpus == 1, "the recorded cases are single-GPU pods"
     return list(waiter)[:4]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
