@@ -94,10 +94,12 @@ def score_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: Li
     fit = fit_rows(table, needs, limits, holds)
     placed = _placements(table, fit, policy, snapshot.now, alphas.rows(table), only,
                          bool(snapshot.waiting))
-    ties = None if tie_break != "fragmentation" else -fragmentation.score(
-        _fragmentation_delta(table, fit, placed))
+    ties, left = None, placed.left
+    if tie_break == "fragmentation":  # FGD's score, then the tightest fit in shares of a GPU
+        ties = -fragmentation.score(_fragmentation_delta(table, fit, placed))
+        left = _share_left(table, fit, placed)
     scores = np.zeros(len(table.names))
-    scores[placed.nodes] = policy.score_array(placed.cost, placed.left, ties)
+    scores[placed.nodes] = policy.score_array(placed.cost, left, ties)
     if only is None:
         return NodeScores(table.names, scores, table.positions)
     return NodeScores(table.names_array[only].tolist(), scores[only])
@@ -145,6 +147,15 @@ def _fragmentation_delta(table: GpuTable, fit: Fit, placed: Placed) -> np.ndarra
     return fragmentation.placement_delta(table, placed.rows, fit.padded_mib[placed.rows],
                                          fit.limit, fragmentation.request_mix(table),
                                          placed.owner, len(placed.nodes))
+
+
+def _share_left(table: GpuTable, fit: Fit, placed: Placed) -> np.ndarray:
+    """Per placement, the share of a GPU its GPUs would have left, percent (summed over a
+    job's k GPUs), to 6 decimals: cards of different sizes compare as FGD compares them."""
+    rows = placed.rows
+    left = (table.gpu_free[rows] - fit.padded_mib[rows]) / table.gpu_capacity[rows]
+    return np.round(np.bincount(placed.owner, weights=left * fragmentation.PERCENT,
+                                minlength=len(placed.nodes)), 6)
 
 
 def _placements(table: GpuTable, fit: Fit, policy: ScoringPolicy, now: float,

@@ -113,3 +113,28 @@ def test_times_that_differ_come_before_fragmentation() -> None:
         scores = score_nodes(snapshot, {"T4": Need(2000.0, 600.0)}, Limits(10, {}),
                              Drain(alpha=0.5), tie_break=tie_break)
         assert scores["idle"] == 1.0 and scores["tight"] < 1.0
+
+
+def test_among_equal_fragmentation_the_tightest_fit_is_in_shares_of_a_gpu() -> None:
+    # Mix: whole GPUs only (ten idle-but-one-job 100 % nodes). A 20 % job on "t4" (half
+    # used, 15,360 MiB) or on "big" (60 % used, 32,768 MiB) fills a fragment the same:
+    # -20 both. Left after it: 30 % of the T4 (4,608 MiB), 20 % of the big card (6,553
+    # MiB). In MiB the T4 is tighter, in shares the big card: fragmentation takes that.
+    t4 = NodeGpus("Tesla-T4", "T4", 1, 15360, share_slots=0)
+    big = NodeGpus("Alibaba-G2", None, 1, 32768, share_slots=0)
+    states = {
+        "t4": NodeState("t4", t4, (GpuState("t4", 0, 15360, (QueuedJob("a", 7680.0, 600.0),)),)),
+        "big": NodeState("big", big, (GpuState("big", 0, 32768,
+                                                (QueuedJob("b", 19661.0, 600.0),)),)),
+        **{f"w{i}": NodeState(f"w{i}", t4, (GpuState(f"w{i}", 0, 15360,
+                                                     (QueuedJob(f"w{i}", 15360.0, 600.0),)),))
+           for i in range(10)},
+    }
+    needs = {"T4": Need(3072.0, 600.0, declared_mib=3072.0, declared_percent=20),
+             "unknown": Need(6553.0, 600.0, declared_mib=6553.0, declared_percent=20)}
+    snapshot = ClusterSnapshot(0.0, states)
+    by_fit = score_nodes(snapshot, needs, Limits(10, {}), Drain(alpha=0.0))
+    by_fragmentation = score_nodes(snapshot, needs, Limits(10, {}), Drain(alpha=0.0),
+                                   tie_break="fragmentation")
+    assert by_fit["t4"] == 1.0 and by_fit["big"] < 1.0
+    assert by_fragmentation["big"] == 1.0 and by_fragmentation["t4"] < 1.0
