@@ -116,7 +116,7 @@ def test_times_that_differ_come_before_fragmentation() -> None:
 
 
 def test_among_equal_fragmentation_the_tightest_fit_is_in_shares_of_a_gpu() -> None:
-    # Mix: whole GPUs only (ten idle-but-one-job 100 % nodes). A 20 % job on "t4" (half
+    # Mix: whole GPUs only (40 full cards; the two shares are under 5 % of the jobs). A 20 % job on "t4" (half
     # used, 15,360 MiB) or on "big" (60 % used, 32,768 MiB) fills a fragment the same:
     # -20 both. Left after it: 30 % of the T4 (4,608 MiB), 20 % of the big card (6,553
     # MiB). In MiB the T4 is tighter, in shares the big card: fragmentation takes that.
@@ -128,7 +128,7 @@ def test_among_equal_fragmentation_the_tightest_fit_is_in_shares_of_a_gpu() -> N
                                                 (QueuedJob("b", 19661.0, 600.0),)),)),
         **{f"w{i}": NodeState(f"w{i}", t4, (GpuState(f"w{i}", 0, 15360,
                                                      (QueuedJob(f"w{i}", 15360.0, 600.0),)),))
-           for i in range(10)},
+           for i in range(40)},
     }
     needs = {"T4": Need(3072.0, 600.0, declared_mib=3072.0, declared_percent=20),
              "unknown": Need(6553.0, 600.0, declared_mib=6553.0, declared_percent=20)}
