@@ -59,10 +59,12 @@ Environment variables (the manifests in k8s/ use exactly these names):
                                    as lasting; each policy's module docstring says what
                                    it charges)
     EXTENDER_TIE_BREAK             among nodes the policy prices alike (e.g. jobs with no
-                                   predicted time): best-fit (default: the least memory
-                                   left) or fragmentation (the least GPU share stranded
-                                   for the mix of jobs the cluster holds, FGD's measure:
-                                   extender/core/fragmentation.py), then best fit
+                                   predicted time): fragmentation (default: FGD's score of
+                                   the GPU share the job leaves stranded for the mix of
+                                   jobs the cluster holds, extender/core/fragmentation.py,
+                                   then the least share of a GPU left) or best-fit (the
+                                   least memory left); nodes alike in both keep the top
+                                   score together (kube-scheduler picks one at random)
     EXTENDER_HOLD_FOR              waiting pods (fit nowhere, oldest first) that each get
                                    the GPU where they fit soonest held for them: others go
                                    there only if both fit (default 1, the queue head as in
@@ -213,7 +215,7 @@ class Settings:
     redis_replica_wait_ms: int = 500
     estimator_design: str = "ours"
     scoring: str = DEFAULT_POLICY
-    tie_break: str = "best-fit"
+    tie_break: str = "fragmentation"
     hold_for: int = 1
     hold_after_s: float = 900.0
     short_first: float = 4.0
@@ -297,7 +299,7 @@ class Settings:
             estimator_design=choice(env, "EXTENDER_ESTIMATOR_DESIGN", "ours",
                                      ("ours", "paper-rfr")),
             scoring=choice(env, "EXTENDER_SCORING", DEFAULT_POLICY, tuple(POLICIES)),
-            tie_break=choice(env, "EXTENDER_TIE_BREAK", "best-fit", TIE_BREAKS),
+            tie_break=choice(env, "EXTENDER_TIE_BREAK", "fragmentation", TIE_BREAKS),
             hold_for=number(env, "EXTENDER_HOLD_FOR", 1, int, 0, 64),
             hold_after_s=number(env, "EXTENDER_HOLD_AFTER_S", 900.0, float, 0, 7 * 86400),
             short_first=number(env, "EXTENDER_SHORT_FIRST", 4.0, float, 0, 1000),

@@ -17,7 +17,7 @@ GPU (percent of its memory), so that GPUs of different sizes compare:
 * `placement_delta`: how placing the job on some GPU rows of one node changes that node's
   fragmentation (negative: the placement fills a fragment), and `score`: FGD's integer
   score of it, int(100 sigmoid(-delta in thousandths of a GPU / 1000)). Prioritize breaks
-  ties with the score (`EXTENDER_TIE_BREAK=fragmentation`). The integer matters: placements
+  ties with the score (`EXTENDER_TIE_BREAK=fragmentation`, the default). The integer matters: placements
   within a few hundredths of a GPU of each other tie and go to the best fit (on openb under
   FGD's protocol the raw delta leaves about twice the GPUs unallocated: docs/).
 """

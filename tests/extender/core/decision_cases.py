@@ -125,12 +125,12 @@ def _waiting(rng: random.Random, now: float, uid: str) -> tuple[Waiter, ...]:
 
 
 def _settings(rng: random.Random, limits: Limits, scoring: str = "marginal") -> Settings:
-    """As recorded: before shortest-job-first holds and waiting for a faster GPU existed
-    (`short_first` and `wait_for_faster` 0)."""
+    """As recorded: before shortest-job-first holds, waiting for a faster GPU and the
+    fragmentation tie-break existed (`short_first` and `wait_for_faster` 0, best fit)."""
     return Settings(collocation=limits, hold_for=rng.choice([0, 1, 1, 2]),
                     hold_after_s=rng.choice([0.0, 300.0]),
                     interference_alpha=rng.choice([0.47, 0.47, 0.0, 1.0]), scoring=scoring,
-                    short_first=0.0, wait_for_faster=0.0)
+                    short_first=0.0, wait_for_faster=0.0, tie_break="best-fit")
 
 
 def _cluster(rng: random.Random, now: float) -> list[tuple[str, NodeGpus | None,
