@@ -138,3 +138,41 @@ def test_among_equal_fragmentation_the_tightest_fit_is_in_shares_of_a_gpu() -> N
                                    tie_break="fragmentation")
     assert by_fit["t4"] == 1.0 and by_fit["big"] < 1.0
     assert by_fragmentation["big"] == 1.0 and by_fragmentation["t4"] < 1.0
+
+
+def _whole(name: str, free: int, busy_uid: str = "") -> NodeState:
+    """A four-GPU node: `free` idle GPUs, the others held whole by one job (`busy_uid`)."""
+    layout = NodeGpus("Tesla-T4", "T4", 4, 10000, share_slots=0)
+    gpus = tuple(GpuState(name, i, 10000, () if i < free else
+                          (QueuedJob(busy_uid or f"{name}-job", 10000.0, 600.0),))
+                 for i in range(4))
+    return NodeState(name, layout, gpus)
+
+
+def test_a_job_on_several_gpus_is_one_kind_of_the_mix() -> None:
+    # Ten nodes each with one job on two whole GPUs: one kind, 2 GPUs at 100 %, not 20
+    # one-GPU jobs.
+    table = GpuTable.from_states({f"n{i}": _whole(f"n{i}", 2) for i in range(10)})
+    mix = request_mix(table)
+    assert (mix.gpus.tolist(), mix.levels.tolist(), mix.freq.tolist()) == ([2], [100], [1.0])
+
+
+def test_a_pair_of_whole_gpus_is_kept_for_the_pairs_to_come() -> None:
+    # Mix: pods on two whole GPUs (the one-GPU job on "three" is under 5 % of the jobs).
+    # A pod on two GPUs: on "three" (3 idle) it leaves one idle GPU no pair can use (+100 %
+    # of a GPU stranded); on "four" (4 idle) a pair stays (0). Best fit takes the tighter
+    # "three"; fragmentation keeps the pair.
+    states = {"three": _whole("three", 3), "four": _whole("four", 4),
+              **{f"m{i}": _whole(f"m{i}", 2) for i in range(30)}}
+    table = GpuTable.from_states(states)
+    rows = np.array([table.row_of("three", 0), table.row_of("three", 1),
+                     table.row_of("four", 0), table.row_of("four", 1)])
+    delta = placement_delta(table, rows, np.full(4, 10000.0), np.full(len(table.gpu_free), 10),
+                            request_mix(table), owner=np.array([0, 0, 1, 1]), placements=2)
+    assert delta.tolist() == pytest.approx([100.0, 0.0])
+    snapshot = ClusterSnapshot(0.0, states)
+    need = {"T4": Need(10000.0, 600.0, gpus=2)}
+    for tie_break, chosen in (("best-fit", "three"), ("fragmentation", "four")):
+        scores = score_nodes(snapshot, need, Limits(10, {}), Drain(alpha=0.0),
+                             tie_break=tie_break)
+        assert _chosen({n: scores[n] for n in ("three", "four")}) == chosen
