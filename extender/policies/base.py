@@ -137,12 +137,12 @@ class ScoringPolicy(ABC):
         scores = np.where(cost_s <= 0, 1.0, ratio)
         tied = np.flatnonzero(cost_s <= soonest * (1 + 1e-9))
         if len(tied) > 1:
-            best = left_mib[tied] == left_mib[tied].min()
+            left = left_mib[tied]
+            first = np.ones(len(tied), dtype=bool)
             if ties is not None:
                 rounded = np.round(ties[tied], 6)
                 first = rounded == rounded.min()
-                best = first & (left_mib[tied] == left_mib[tied][first].min())
-            kept = tied[best]
+            kept = tied[first & (left == left[first].min())]
             keep_scores = scores[kept]
             scores[tied] = np.where(scores[tied] < TIED_SCORE, scores[tied], TIED_SCORE)
             scores[kept] = keep_scores
