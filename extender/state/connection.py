@@ -133,22 +133,47 @@ class MasterCheckedPool(SentinelConnectionPool):
     which master it is at most once per MASTER_CHECK_S before it hands out a connection
     (redis-py asks only when a connection is made): one kept to a master they replaced,
     still a master on its own, would read its stale state for as long as it lives. A
-    master changed drops the idle connections (redis-py's own `get_master_address`)."""
+    master changed drops the idle connections (redis-py's own `get_master_address`).
+    While a failover is under way no connection is handed out (a retriable
+    ConnectionError: `MasterNotFoundError`), and the sentinels are asked at every call."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._checked_at = -MASTER_CHECK_S
 
+    def check_master(self, now: bool = False) -> tuple[str, int]:
+        """The master's address, the sentinels asked if the last look is MASTER_CHECK_S
+        old (or `now`). Raises `MasterNotFoundError` while a failover is under way."""
+        if now or time.monotonic() - self._checked_at >= MASTER_CHECK_S:
+            self._checked_at = -MASTER_CHECK_S  # asked again next time, should this fail
+            self.proxy.get_master_address()
+            self._checked_at = time.monotonic()
+        return self.master_address
+
     def get_connection(self, *args: Any, **kwargs: Any) -> Any:
-        now = time.monotonic()
-        if now - self._checked_at >= MASTER_CHECK_S:
-            self._checked_at = now
-            try:
-                self.proxy.get_master_address()
-            except MasterNotFoundError:
-                pass  # a failover under way: the connection's own checks refuse writes
+        self.check_master()
         return super().get_connection(*args, **kwargs)
 
+
+def check_master_now(client: redis.Redis) -> bool:
+    """For a client of a Sentinel master, ask the sentinels now which master it is, so
+    that its next command goes there (idle connections to another are dropped), and say
+    True; False for a client of one Redis. Raises redis.ConnectionError while a failover
+    is under way."""
+    pool = client.connection_pool
+    if isinstance(pool, MasterCheckedPool):
+        pool.check_master(now=True)
+        return True
+    return False
+
+
+def on_master(client: redis.Redis) -> bool:
+    """Whether a single-connection `client`'s connection is to the master the sentinels
+    name (asked at most once per MASTER_CHECK_S); always for one Redis, or none made yet."""
+    pool, held = client.connection_pool, client.connection
+    if not isinstance(pool, MasterCheckedPool) or held is None or not held.is_connected:
+        return True
+    return (held.host, held.port) == pool.check_master()
 
 
 def failover_view(client: redis.Redis) -> FailoverView | None:

@@ -11,6 +11,7 @@ import orjson
 import redis
 
 from extender.model import Decision, FilterRecord, PodDemand, Waiter
+from extender.state.connection import check_master_now
 from extender.state.keys import WAITING_KEY, demand_key
 from extender.state.lua import queue_script
 from extender.state.records import layout_from_row, live_waiters
@@ -65,8 +66,13 @@ class FilterRecords:
 
     def filter_record(self, uid: str) -> FilterRecord | None:
         """What filter kept for the pod (None: never filtered, or expired). An unreadable
-        record counts as none."""
+        record counts as none. None lets bind pass a pod through unreserved, so under
+        Sentinel it is read again once the sentinels are asked which master it is: a
+        connection kept to a master they replaced would answer none for every record
+        written since."""
         raw = self._call(self._redis.get, demand_key(uid))
+        if not raw and self._call(check_master_now, self._redis):
+            raw = self._call(self._redis.get, demand_key(uid))
         if not raw:
             return None
         try:

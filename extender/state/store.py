@@ -34,7 +34,7 @@ from extender.model import (
     ClusterSnapshot, FilterRecord, JobRecord, NodeGpus, NodeState, PodDemand, Reservation,
 )  # fmt: skip
 from extender.state import learning_lua, lua
-from extender.state.connection import redis_client
+from extender.state.connection import on_master, redis_client
 from extender.state.decision_log import DecisionLog
 from extender.state.durability import ReplicaWait
 from extender.state.gang_store import GangStore
@@ -222,8 +222,13 @@ class RedisStore(NodeLayouts, FilterRecords, LearningRecords, DecisionLog, Hando
         pay the pool's check of a connection it takes out (a poll of its socket, about
         0.07 ms under gevent). Its lock keeps one command on it at a time. Dropped when
         it fails: redis-py reconnects a held connection to the address it had, so after a
-        Sentinel failover it would keep calling the dead master."""
+        Sentinel failover it would keep calling the dead master; and dropped once the
+        sentinels name another master (`connection.on_master`), as one they replaced may
+        live on and answer with its stale state."""
         pid, client = self._sync_redis
+        if client is not None and pid == os.getpid() and not on_master(client):
+            client.close()  # its connection goes back to the pool, which drops it
+            client = None
         if client is None or pid != os.getpid():
             client = redis.Redis(connection_pool=self._redis.connection_pool,
                                  single_connection_client=True)

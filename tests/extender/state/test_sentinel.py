@@ -17,7 +17,7 @@ from redis.sentinel import Sentinel
 from chaos.processes import free_port
 from chaos.sentinel import MASTER_NAME, SentinelTopology
 from extender.errors import NotReplicated, StoreUnavailable
-from extender.model import JobRecord
+from extender.model import FilterRecord, JobRecord, PodDemand
 from extender.settings import Settings, SettingsError
 from extender.redis_url import (
     SentinelTarget,
@@ -30,6 +30,8 @@ from extender.state import connection
 from extender.state.connection import NewestConfigSentinel
 from extender.state import durability
 from extender.state.durability import ACK_LAG_S
+from extender.state.filter_records import record_payload
+from extender.state.keys import demand_key
 from extender.state.store import RedisStore
 
 SENTINELS = {"REDIS_SENTINELS": "10.0.0.1:26379, sentinel-1.redis.svc:26380",
@@ -240,6 +242,49 @@ def test_a_connection_kept_to_a_replaced_master_is_not_read_from(tmp_path):
             sentinel.client().sentinel_monitor(MASTER_NAME, "127.0.0.1", promoted.port, 2)
         time.sleep(connection.MASTER_CHECK_S)
         assert client.info("server")["tcp_port"] == promoted.port
+
+
+def _replace_master_under(own: SentinelTopology) -> tuple[int, int]:
+    """The sentinels told to follow a replica made master while the old master lives on,
+    still a master (as when they replace one they find down but that is only busy).
+    Returns the old and the new master's ports."""
+    old = own.master()
+    promoted = next(s for s in own.servers if s.port != old.port)
+    promoted.client().replicaof("NO", "ONE")
+    promoted.client().config_set("min-replicas-to-write", 0)  # alone, it takes writes here
+    for sentinel in own.sentinels:
+        sentinel.client().sentinel_remove(MASTER_NAME)
+        sentinel.client().sentinel_monitor(MASTER_NAME, "127.0.0.1", promoted.port, 2)
+    return old.port, promoted.port
+
+
+def test_a_filter_record_missing_on_a_replaced_master_is_read_again_on_the_new_one(tmp_path):
+    """Bind with no cluster to read the pod from passes a pod with no filter record
+    through, unreserved: an answer of 'none' from a master the sentinels replaced (within
+    MASTER_CHECK_S of the last look at them, on a kept connection) would acknowledge a bind
+    that holds nothing (a chaos run lost 10 so, 2026-12-06). A missing record is read
+    again once the sentinels are asked."""
+    with SentinelTopology(tmp_path) as own:
+        store = RedisStore.from_url(own.url, 0.5)
+        assert store.filter_record("elsewhere") is None  # a connection made and kept
+        old, new = _replace_master_under(own)
+        demand = PodDemand("elsewhere", "p", "ns", "resnet50", "train", 32, 1)
+        redis.Redis(port=new).set(demand_key("elsewhere"), record_payload(FilterRecord(demand)))
+        assert redis.Redis(port=old).get(demand_key("elsewhere")) is None
+        assert store.filter_record("elsewhere") == FilterRecord(demand)
+
+
+def test_the_snapshots_own_connection_follows_a_replaced_master(tmp_path):
+    """The snapshot's script runs on a connection the store keeps for it: kept to a master
+    the sentinels replaced, filter would read that master's stale queues for as long as
+    it lives; within MASTER_CHECK_S it reads the new master's."""
+    with SentinelTopology(tmp_path) as own:
+        store = RedisStore.from_url(own.url, 0.5)
+        store.snapshot({}, now=1.0)
+        old, new = _replace_master_under(own)
+        time.sleep(connection.MASTER_CHECK_S)
+        store.snapshot({}, now=2.0)
+        assert store._sync_client().connection.port == new != old
 
 
 def test_a_replica_the_sentinels_could_promote_is_waited_for_until_listed(
