@@ -43,7 +43,8 @@ from extender.state.store import RedisStore
 log = logging.getLogger("schedtune.chaos")
 COST_SAMPLES = 300
 PROBE_NODE = "probe-node"  # not a node of the race: its reservations never contend
-EXPECTED = {"acknowledged_lost_after_failover": 0, "overcommits": 0, "split_brain_writes": 0,
+EXPECTED = {"acknowledged_lost_after_failover": 0, "binds_passed_through_unreserved": 0,
+            "overcommits": 0, "split_brain_writes": 0,
             "double_reservations": 0, "server_errors": 0, "non_contract_answers": 0}
 
 
@@ -95,6 +96,10 @@ def race_through_failovers(world: World, args: argparse.Namespace,
     faulter = world.ledger.thread("failovers", lambda: kill_masters(state, args, kills))
     world.ledger.run([*state.racers, faulter])
     checked = audit(newest_master_store(world), state.bound, state.release_unanswered)
+    with world.session() as http:  # every racing pod is annotated: none may pass unreserved
+        checked["passed_through"] = int(sum(
+            world.metric(http, side, 'schedtune_binds_total{outcome="passed_through"}')
+            for side in (0, 1)))
     return report(world, state, kills, checked, args)
 
 
@@ -231,6 +236,7 @@ def report(world: World, race: Race, kills: list[dict[str, Any]], checked: dict[
         "binds_refused_by_the_store_outside_failover":  # the durability rule's refusals
             ledger.counts["race_bind_refusals_during_none"]["state_store"],
         "releases_unanswered": len(race.release_unanswered),
+        "binds_passed_through_unreserved": checked["passed_through"],
         "split_brain_writes": sum(k["split_brain_write_accepted"] for k in kills),
         "overcommits": checked["overcommits"],
         "double_reservations": checked["double_reservations"],

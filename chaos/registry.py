@@ -78,9 +78,7 @@ def _filter(world: World, http: Any, side: int, model: str) -> Any:
 
 
 def _reloads(world: World, http: Any, side: int) -> float:
-    text = http.get(world.replicas.url(side, "metrics"), timeout=5).text
-    return sum(float(line.split()[-1]) for line in text.splitlines()
-               if line.startswith("schedtune_registry_reloads_total"))
+    return world.metric(http, side, "schedtune_registry_reloads_total")
 
 
 def poison(world: World, figures: dict[str, int]) -> None:

@@ -43,6 +43,13 @@ class World:
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         return post(http, self.replicas.url(side, verb), verb, data, auth)
 
+    def metric(self, http: requests.Session, side: int, sample: str) -> float:
+        """The sum of the samples a replica's /metrics lists under `sample` (a name, with
+        its labels if any: ``name{outcome="bound"}``), over its workers."""
+        text = http.get(self.replicas.url(side, "metrics"), timeout=5).text
+        return sum(float(line.split()[-1]) for line in text.splitlines()
+                   if line.startswith(sample) and line[len(sample):len(sample) + 1] in " {")
+
     def first_good_filter(self, side: int, started: float) -> float | None:
         """Seconds from `started` to the first well-formed 200 on `side`'s /filter (None:
         none within READY_TIMEOUT_S)."""

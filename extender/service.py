@@ -142,14 +142,15 @@ class Scheduler:
             self._cycle = replace(cycle, priced_nodes=passed, priced=scores)
         return scores
 
-    def bind(self, pod: PodInfo, node: str) -> dict[str, str]:
+    def bind(self, pod: PodInfo, node: str) -> dict[str, str] | None:
         """Reserve on the GPU prioritize costed, create the Binding, confirm. Idempotent per
         (UID, node): a pod reserved or bound on another node is refused.
 
         With a cluster (a `PodReader` binder) the pod is read first: an unannotated one
         is bound with no Redis access, an annotated one only through its filter record.
         Without one, the filter record alone decides (none: bound as it is).
-        Returns the annotations recorded on the pod (empty for pass-through pods).
+        Returns the annotations recorded on the pod; None for a pod passed through
+        unreserved (not ours: unannotated, or with no cluster, never filtered).
         Raises `Conflict` (no room any more, placed elsewhere, not filtered, not our
         pod), `BindFailed`, `StoreUnavailable`.
         """
@@ -159,7 +160,7 @@ class Scheduler:
                 return {}  # bound there already: a retry; the monitor keeps Redis true
             if not live.annotated:
                 self.binder.bind(pod.namespace, pod.name, pod.uid, node, {})
-                return {}
+                return None
             filtered = self.store.filter_record(pod.uid)
             if filtered is None:
                 raise Conflict(f"pod {pod.namespace}/{pod.name} carries schedtune.io/model "
@@ -171,7 +172,7 @@ class Scheduler:
             filtered = self.store.filter_record(pod.uid)
             if filtered is None:  # never filtered as ours: bind it as it is
                 self.binder.bind(pod.namespace, pod.name, pod.uid, node, {})
-                return {}
+                return None
             containers = ()
         return self._place(pod, node, filtered, KUBE_BIND, self.binder, containers)
 

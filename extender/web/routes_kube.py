@@ -47,8 +47,9 @@ def prioritize() -> Response:
 @timed("bind")
 def bind() -> Response:
     args = wire_kube.decode_binding(read_json())
-    scheduler().bind(PodInfo(args.pod_uid, args.pod_name, args.pod_namespace), args.node)
-    BINDS.labels("bound").inc()
+    placed = scheduler().bind(PodInfo(args.pod_uid, args.pod_name, args.pod_namespace),
+                              args.node)
+    BINDS.labels("bound" if placed is not None else "passed_through").inc()
     log.info("bound", extra={"pod_uid": args.pod_uid, "namespace": args.pod_namespace,
                              "pod": args.pod_name, "node": args.node})
     return respond(wire_kube.encode_bind())

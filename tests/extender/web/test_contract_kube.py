@@ -153,9 +153,16 @@ def test_bad_bodies_get_a_4xx_with_the_contract_shape(client, redis_client, body
 
 
 def test_bind_of_unknown_pod_without_demand_just_binds(client, binder) -> None:
+    """Bound as it is, and counted apart from the binds that reserve (a chaos run counts
+    its annotated pods bound so: none may be)."""
+    def binds(outcome: str) -> float:
+        return REGISTRY.get_sample_value("schedtune_binds_total", {"outcome": outcome}) or 0.0
+
+    before = binds("passed_through"), binds("bound")
     pod = make_pod(model=None)
     assert client.post("/bind", json=bind_args(pod, "a")).get_json() == {"Error": ""}
     assert binder.calls[0][3] == "a" and binder.calls[0][4] == {}
+    assert (binds("passed_through"), binds("bound")) == (before[0] + 1, before[1])
 
 
 def test_failed_binding_releases_the_reservation(client, binder, store) -> None:
