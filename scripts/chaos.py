@@ -55,8 +55,10 @@ the replicas reaching the master through the sentinels; `--master-kills` SIGKILL
 master, one every `--kill-every-s` of racing, each restarted once a replica is promoted.
 Its figures: master_kills, failover_s {min, median, max} (SIGKILL until a promoted master
 takes writes), binds answered and refused during failovers, acknowledged_lost_after_failover,
-split_brain_writes (a reservation written straight to the restarted old master), overcommits,
-and durability_cost_ms (a reservation and its confirmation with and without WAIT).
+binds_passed_through_unreserved (every racing pod is annotated: a bind answered without a
+reservation), split_brain_writes (a reservation written straight to the restarted old
+master), overcommits, and durability_cost_ms (a reservation and its confirmation with and
+without WAIT).
 
 Outcomes (ok, error, refused, unauthorized, retriable, server_error, non_contract, timeout,
 connection_error): `chaos/answers.py`. The scenarios, the audit and the report live in the
