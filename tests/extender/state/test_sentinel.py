@@ -233,15 +233,30 @@ def test_a_connection_kept_to_a_replaced_master_is_not_read_from(tmp_path):
     sentinels again within MASTER_CHECK_S and drops it, so reads reach the new master."""
     with SentinelTopology(tmp_path) as own:
         client = connection.redis_client(own.url)
-        old = own.master()
-        assert client.info("server")["tcp_port"] == old.port  # a connection made and kept
-        promoted = next(s for s in own.servers if s.port != old.port)
-        promoted.client().replicaof("NO", "ONE")
-        for sentinel in own.sentinels:
-            sentinel.client().sentinel_remove(MASTER_NAME)
-            sentinel.client().sentinel_monitor(MASTER_NAME, "127.0.0.1", promoted.port, 2)
+        assert client.info("server")["tcp_port"] == own.master().port  # made and kept
+        _, new = _replace_master_under(own)
         time.sleep(connection.MASTER_CHECK_S)
-        assert client.info("server")["tcp_port"] == promoted.port
+        assert client.info("server")["tcp_port"] == new
+
+
+def test_no_connection_is_handed_out_while_the_sentinels_replace_the_master(tmp_path):
+    """During a failover (SENTINEL FAILOVER here) the sentinels still name the master
+    being replaced: the pool answers a retriable error rather than read from it, then
+    reaches the promoted one."""
+    with SentinelTopology(tmp_path) as own:
+        client = connection.redis_client(own.url)
+        old = own.master().port
+        assert client.info("server")["tcp_port"] == old
+        own.sentinels[0].client().sentinel_failover(MASTER_NAME)
+        refused, port, deadline = 0, old, time.monotonic() + 30
+        while port == old and time.monotonic() < deadline:
+            try:
+                connection.check_master_now(client)
+                port = client.info("server")["tcp_port"]
+            except redis.ConnectionError:
+                refused += 1
+            time.sleep(0.01)
+        assert refused > 0 and port != old
 
 
 def _replace_master_under(own: SentinelTopology) -> tuple[int, int]:
