@@ -176,7 +176,7 @@ class Need:
         know all share `UNKNOWN_TYPE`)."""
         if not self.declared_percent or self.padded_mib > self.declared_mib or self.oom_floor:
             return self
-        declared = float(self.declared_percent * gpus.memory_mib // 100)
+        declared = percent_of(self.declared_percent, gpus.memory_mib)
         if declared == self.declared_mib:
             return self
         return replace(self, padded_mib=max(self.estimate_mib, declared), declared_mib=declared)
@@ -195,6 +195,12 @@ class Limits:
     def for_node(self, gpus: NodeGpus) -> int:
         limit = self.per_type.get(gpus.gpu_type or UNKNOWN_TYPE, self.default)
         return min(limit, gpus.share_slots) if gpus.share_slots > 0 else limit
+
+
+def percent_of(percent: int, gpu_mib: int) -> float:
+    """`percent` of a GPU of `gpu_mib` in whole MiB, rounded down as HAMi computes
+    gpumem-percentage (shares that add up to 100 % fit one GPU)."""
+    return float(percent * gpu_mib // 100)
 
 
 def type_of(gpus: NodeGpus) -> str:

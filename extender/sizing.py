@@ -37,7 +37,7 @@ from estimator.transformer import LlmWorkload, TransformerConfig, shipped_config
 from estimator.predict import Estimator, GpuEstimate, Job
 from extender.core import oom
 from extender.core.annotations import DEFAULT_LORA_RANK
-from extender.model import UNKNOWN_TYPE, Need, NodeGpus, PodDemand, type_of
+from extender.model import UNKNOWN_TYPE, Need, NodeGpus, PodDemand, percent_of, type_of
 
 MIB = 2**20
 NCCL_MIB = 256.0  # NCCL's communicator buffers and streams per GPU (data-parallel pods)
@@ -161,10 +161,9 @@ def _need(estimate: GpuEstimate, extra_mib: float, replicas: int) -> Need:
 
 def declared_mib(demand: PodDemand, gpu_mib: int) -> float:
     """The MiB the pod declares on a GPU of `gpu_mib`: as declared, or its percentage of
-    the GPU's memory in whole MiB, rounded down as HAMi computes gpumem-percentage (shares
-    that add up to 100 % fit one GPU); 0 when it declares nothing."""
+    the GPU's memory (`percent_of`); 0 when it declares nothing."""
     if demand.declared_percent:
-        return float(demand.declared_percent * gpu_mib // 100)
+        return percent_of(demand.declared_percent, gpu_mib)
     return float(demand.declared_mib)
 
 
