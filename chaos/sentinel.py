@@ -82,7 +82,18 @@ class SentinelTopology:
                         "the replicas to sync")
         self.wait_until(lambda: self.master_port() == self.servers[0].port,
                         "the sentinels to agree on the master")
+        self.wait_until(self._replicas_known, "the sentinels to find the replicas")
         return self
+
+    def _replicas_known(self) -> bool:
+        """Whether every sentinel lists every replica, linked (a failover needs one)."""
+        want = len(self.servers) - 1
+        for sentinel in self.sentinels:
+            replicas = sentinel.client().sentinel_slaves(MASTER_NAME)
+            if sum(r.get("master-link-status") == "ok" and not r.get("is_disconnected")
+                   for r in replicas) < want:
+                return False
+        return True
 
     def stop(self) -> None:
         for server in [*self.sentinels, *self.servers]:

@@ -76,6 +76,7 @@ class PodInfo:
     gpus: int = 0  # ``nvidia.com/gpu`` its containers request (0: none, GPUs shared)
     owner: str = ""  # its controller, kind/name (a Job, a ReplicaSet), "" for a bare pod
     group: GroupRef | None = None  # the gang it belongs to (None: placed on its own)
+    cpu_milli: int = 0  # CPU it requests of its node, millicores (0: none, or unreadable)
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,7 @@ class PodDemand:
     checkpointing: bool = False
     concurrency: int = 0
     transformer_annotations: str = ""  # those the pod carries, by name ("a, b"): any value
+    cpu_milli: int = 0  # CPU the pod requests of its node (`PodInfo.cpu_milli`)
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,7 @@ class NodeGpus:
     `problem` is set, and `count` 0, when the labels are missing or not believable.
     `uuids`: each GPU's UUID by index, when a node agent registered them (HAMi), else ().
     `memories`: each GPU's MiB by index when they differ (a node agent's register), else ();
-    `memory_mib` is then the largest.
+    `memory_mib` is then the largest. `cpu_milli`: the node's allocatable CPU (0: not known).
     """
 
     product: str
@@ -131,6 +133,7 @@ class NodeGpus:
     problem: str = ""
     uuids: tuple[str, ...] = ()
     memories: tuple[int, ...] = ()
+    cpu_milli: int = 0
 
     def memory_of(self, index: int) -> int:
         """GPU `index`'s MiB (the largest for an index the node does not have)."""
@@ -141,10 +144,10 @@ class NodeGpus:
         return sum(self.memories) if self.memories else self.count * self.memory_mib
 
     def as_row(self) -> tuple[str, str | None, int, int, int, str, tuple[str, ...],
-                              tuple[int, ...]]:
+                              tuple[int, ...], int]:
         """Field values in order (`NodeGpus(*row)` rebuilds it); cheaper than deep `astuple`."""
         return (self.product, self.gpu_type, self.count, self.memory_mib, self.share_slots,
-                self.problem, self.uuids, self.memories)
+                self.problem, self.uuids, self.memories, self.cpu_milli)
 
 
 @dataclass(frozen=True)
@@ -240,6 +243,7 @@ class JobRecord:
     handed_over_at: float = 0.0  # when a node agent was handed the GPUs (0: not, or answered)
     time_factor: float = 1.0  # predicted_s is the estimate times this (a learned bias)
     time_correction: str = ""  # which learned bias that was (`time_bias.bias_key`)
+    cpu_milli: int = 0  # CPU the pod requested of the node (`PodDemand.cpu_milli`)
 
     @property
     def gpus(self) -> tuple[int, ...]:
@@ -293,6 +297,7 @@ class QueuedJob(NamedTuple):
     predicted_s: float
     started_at: float = 0.0
     expires_at: float = 0.0
+    cpu_milli: float = 0.0  # CPU its pod requested of the node (0: none, or not known)
 
 
 @dataclass(frozen=True, slots=True)

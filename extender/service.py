@@ -278,7 +278,8 @@ class Scheduler:
         record = JobRecord(uid=pod.uid, pod=pod.name, namespace=pod.namespace,
                            model=demand.model, task=demand.task, node=node, gpu_index=-1,
                            reserved_mib=0.0, predicted_s=0.0, state="reserved",
-                           reserved_at=now, batch=demand.batch, units=demand.units)
+                           reserved_at=now, batch=demand.batch, units=demand.units,
+                           cpu_milli=demand.cpu_milli)
         reservation = self.gangs.take(gang, record, now, self.settings.reservation_ttl_s,
                                       source)
         held = self.store.job(pod.uid)

@@ -46,6 +46,7 @@ class SimNode:
     count: int
     memory_mib: int
     slots: int = 4  # pods one GPU may hold (time-slicing replicas: the collocation limit)
+    cpu: str = "32"  # its allocatable CPU, a Kubernetes quantity
 
 
 @dataclass(eq=False)

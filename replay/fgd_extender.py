@@ -57,13 +57,15 @@ def sim_nodes(state: ClusterState) -> list[SimNode]:
     """The cluster's GPU nodes as the extender's node watcher would describe them."""
     nodes = state.nodes
     out = []
-    for name, count, model in zip(nodes.names, nodes.gpus.tolist(), nodes.models, strict=True):
+    for name, count, model, cpu in zip(nodes.names, nodes.gpus.tolist(), nodes.models,
+                                       nodes.cpu.tolist(), strict=True):
         if count:
             if model not in GPU_CODES:
                 raise ReplayError(f"node {name}: GPU model {model!r} is none of "
                                   f"{', '.join(GPU_CODES)}")
             gpu_type, memory, product = GPU_CODES[model]
-            out.append(SimNode(name, gpu_type, product, int(count), memory, SLOTS_PER_GPU))
+            out.append(SimNode(name, gpu_type, product, int(count), memory, SLOTS_PER_GPU,
+                               f"{int(cpu)}m"))
     return out
 
 
@@ -117,7 +119,8 @@ class ExtenderOnFgd(Policy):
         self.count += 1
         obj = pod_object(f"{pod.name}-{self.count}", "openb", f"fgd-{self.count:08d}",
                          annotations={GPU_MEMORY: share_annotation(pod)}, gpus=pod.num_gpu,
-                         scheduler_name="schedtune-scheduler", phase="Pending")
+                         scheduler_name="schedtune-scheduler", phase="Pending",
+                         cpu=f"{pod.cpu}m" if pod.cpu > 0 else None)
         self.decisions += 1
 
         def pick(scores: list[dict]) -> str:

@@ -70,7 +70,7 @@ def node_object(node: SimNode) -> dict[str, Any]:
     time-sliced `node.slots` ways."""
     return gfd_node(node.name, node.product, node.count, node.memory_mib, replicas=node.slots,
                     labels={"nvidia.com/gpu.sharing-strategy": "time-slicing"},
-                    resources={"cpu": "32", "memory": "256Gi"})
+                    resources={"cpu": node.cpu, "memory": "256Gi"})
 
 
 def _iso(t: float) -> str:

@@ -80,7 +80,8 @@ class Adopter:
         """The bound pod's demand (None: annotations a user must fix)."""
         try:
             demand = parse_demand(PodInfo(facts.uid, facts.name, facts.namespace,
-                                          facts.annotations, facts.gpus, facts.owner))
+                                          facts.annotations, facts.gpus, facts.owner,
+                                          cpu_milli=facts.cpu_milli))
         except AnnotationError as exc:
             log.warning("bound pod with bad annotations", extra={"pod_uid": facts.uid,
                                                                  "detail": str(exc)})
@@ -95,7 +96,8 @@ class Adopter:
                 "model": demand.model, "task": demand.task, "node": facts.node,
                 "state": "running" if running else "bound",
                 "reserved_at": facts.created_at or self.clock(),
-                "started_at": facts.running_since, "batch": demand.batch, "units": demand.units}
+                "started_at": facts.running_since, "batch": demand.batch, "units": demand.units,
+                "cpu_milli": demand.cpu_milli}
 
     def _signed(self, facts: PodFacts, base: dict[str, Any], node: NodeState) -> JobRecord | None:
         """The reservation written on the pod at bind time, only if the extender signed it

@@ -29,6 +29,7 @@ from typing import Any
 
 from extender.wire.gangs import group_of
 from extender.model import GPU_MEMORY, MODEL
+from extender.wire.cpu import cpu_requested
 from extender.wire.objects import controller_of, gpus_requested
 
 FINISHED_PHASES = ("Succeeded", "Failed")
@@ -60,6 +61,7 @@ class PodFacts:
     owner: str = ""  # kind/name of its controller
     ram_kills: tuple[str, ...] = ()  # one id per container instance OOMKilled (RAM limit)
     gang: str = ""  # namespace/name of the gang it is a member of ("" none)
+    cpu_milli: int = 0  # CPU it requests of its node, millicores
 
 
 def _instant(text: Any) -> float:
@@ -123,7 +125,7 @@ def pod_facts(pod: Mapping[str, Any]) -> PodFacts | None:
         scheduler=str(spec.get("schedulerName") or ""),
         deleting=bool(meta.get("deletionTimestamp")),
         gpus=_gpus(spec), owner=controller_of(meta), ram_kills=tuple(dict.fromkeys(ram)),
-        gang=_gang(meta, spec),
+        gang=_gang(meta, spec), cpu_milli=cpu_requested(spec),
     )  # fmt: skip
 
 

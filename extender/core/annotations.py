@@ -172,7 +172,7 @@ def parse_demand(pod: PodInfo) -> PodDemand | None:
         seq_len=_integer(annotations, SEQ_LEN, 0, MAX_SEQ_LEN),
         dtype=_choice(annotations, DTYPE, DTYPES), train_mode=train_mode, lora_rank=rank,
         checkpointing=BOOLEANS.get(checkpointing, False), concurrency=concurrency,
-        transformer_annotations=", ".join(given),
+        transformer_annotations=", ".join(given), cpu_milli=pod.cpu_milli,
     )  # fmt: skip
 
 

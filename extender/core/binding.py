@@ -79,6 +79,7 @@ def plan_reservation(pod: PodInfo, demand: PodDemand, node: NodeState,
         predicted_s=round(need.predicted_s, 3), state="reserved", reserved_at=now,
         gpu_type=gpu_type, batch=demand.batch, units=demand.units,
         time_factor=round(need.time_factor, 4), time_correction=need.time_correction,
+        cpu_milli=demand.cpu_milli,
     )  # fmt: skip
     policy = settings.policy if alpha is None else settings.policy.with_alpha(alpha)
     candidates = reservation_candidates(node, need, settings.collocation, policy, now, avoid)
@@ -180,7 +181,7 @@ def check_demand(pod: PodInfo, live: LivePod, filtered: PodDemand) -> None:
     (a filter body's word for a pod is not enough; annotations may also have changed)."""
     try:
         demand = parse_demand(PodInfo(pod.uid, pod.name, pod.namespace, live.annotations,
-                                      live.gpus, live.owner))
+                                      live.gpus, live.owner, cpu_milli=filtered.cpu_milli))
     except AnnotationError as exc:
         raise Conflict(f"pod {pod.namespace}/{pod.name}: {exc}") from exc
     if demand != filtered:

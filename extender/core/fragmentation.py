@@ -5,15 +5,17 @@ Fragmentation Gradient Descent" (USENIX ATC '23), on a request's `GpuTable`, in 
 GPU (percent of its memory), so that GPUs of different sizes compare:
 
 * **The mix** (`request_mix`): the kinds of jobs on the table's GPUs (the requests the
-  cluster has been taking): a kind is a number of GPUs of one node and the share of each,
-  rounded up to a whole percent; the most common kinds first, cut once they cover
-  `COVERAGE` of the jobs (FGD's "typical pods" at 95 %), their frequencies renormalised.
+  cluster has been taking): a kind is a number of GPUs of one node, the share of each,
+  rounded up to a whole percent, and the CPU its pod asked; the most common kinds first,
+  cut once they cover `COVERAGE` of the jobs (FGD's "typical pods" at 95 %), their
+  frequencies renormalised.
 * **A node's fragmentation** against the mix: for each kind (weighted by its frequency),
   the free share that a pod of that kind could not use: when the node has as many GPUs
   that can take the kind's share (that much free, below their collocation limit) as the
-  kind asks, the free share of the other GPUs; else all its free share. FGD also counts a
-  node short of CPU for the pod as all fragment; CPU is kube-scheduler's to filter and is
-  not seen here.
+  kind asks, and the CPU the kind asks left, the free share of the other GPUs; else all
+  its free share. A node's CPU left is its allocatable CPU less what the jobs on its GPUs
+  asked (pods that hold no GPU of ours are not seen: the measure is FGD's with a partial
+  view of CPU); a node whose CPU is not known never runs short.
 * `placement_delta`: how placing the job on some GPU rows of one node changes that node's
   fragmentation (negative: the placement fills a fragment), and `score`: FGD's integer
   score of it, int(100 sigmoid(-delta in thousandths of a GPU / 1000)). Prioritize breaks
@@ -39,9 +41,19 @@ class Mix(NamedTuple):
     levels: np.ndarray  # share of each GPU a pod of the kind takes, percent
     gpus: np.ndarray  # GPUs of one node a pod of the kind takes
     freq: np.ndarray  # their weights, summing to 1
+    cpu: np.ndarray  # millicores a pod of the kind asks of its node
 
 
-NO_MIX = Mix(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0))
+NO_MIX = Mix(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))
+
+
+class TableJobs(NamedTuple):
+    """The jobs on a table's GPUs, one entry per job (a pod on k GPUs is one job)."""
+
+    gpus: np.ndarray  # GPUs it holds
+    share: np.ndarray  # the largest share of one of them, percent
+    cpu: np.ndarray  # millicores its pod asked
+    seg: np.ndarray  # the segment (node with GPU rows) it is on
 
 
 def share_pct(mib: np.ndarray, capacity: np.ndarray) -> np.ndarray:
@@ -51,44 +63,72 @@ def share_pct(mib: np.ndarray, capacity: np.ndarray) -> np.ndarray:
 
 
 def request_mix(table: GpuTable) -> Mix:
-    """The mix of the jobs on the table's GPUs (module docstring); no kinds when none. A
-    job is one pod: its GPUs are the rows its uid appears on, its share the largest."""
-    return table.remember("fragmentation-mix", None, lambda: _request_mix(table), 1)
+    """The mix of the jobs on the table's GPUs (module docstring); no kinds when none."""
+    return table.remember("fragmentation-mix", None, lambda: _request_mix(table_jobs(table)), 1)
 
 
-def _request_mix(table: GpuTable) -> Mix:
+def table_jobs(table: GpuTable) -> TableJobs:
+    """The jobs on the table's GPUs: a job is one pod, its GPUs the rows its uid appears
+    on, its share the largest of theirs."""
+    return table.remember("fragmentation-jobs", None, lambda: _table_jobs(table), 1)
+
+
+def _table_jobs(table: GpuTable) -> TableJobs:
     busy = np.flatnonzero(table.gpu_jobs > 0)
     if not len(busy):
-        return NO_MIX
+        return TableJobs(*(np.zeros(0, dtype=np.int64),) * 4)
     width = int(table.gpu_jobs[busy].max())
     slot = table.job_start[busy][:, None] + np.arange(width)[None, :]
     real = np.arange(width)[None, :] < table.gpu_jobs[busy][:, None]
     slots, rows = slot[real], np.broadcast_to(busy[:, None], slot.shape)[real]
     shares = np.clip(share_pct(table.jobs.mib[slots], table.gpu_capacity[rows]), 1, PERCENT)
     uids = np.asarray(table.jobs.uid, dtype=object)[slots]
-    _, job, gpus = np.unique(uids, return_inverse=True, return_counts=True)
+    _, first, job, gpus = np.unique(uids, return_index=True, return_inverse=True,
+                                    return_counts=True)
     share = np.zeros(len(gpus))
     np.maximum.at(share, job, shares)
-    kinds, counts = np.unique(np.stack([gpus, share], axis=1), axis=0, return_counts=True)
-    order = np.lexsort((-kinds[:, 0] * kinds[:, 1], -counts))  # most common; ties: larger
+    return TableJobs(gpus, share, table.jobs.cpu_milli[slots[first]],
+                     table.gpu_seg[rows[first]])
+
+
+def _request_mix(jobs: TableJobs) -> Mix:
+    if not len(jobs.gpus):
+        return NO_MIX
+    kinds, counts = np.unique(np.stack([jobs.gpus, jobs.share, jobs.cpu], axis=1), axis=0,
+                              return_counts=True)
+    order = np.lexsort((-kinds[:, 2], -kinds[:, 0] * kinds[:, 1], -counts))  # ties: larger
     kept = np.cumsum(counts[order]) - counts[order] < COVERAGE * counts.sum()
     keep = np.sort(order[kept])
-    return Mix(kinds[keep, 1], kinds[keep, 0].astype(np.int64), counts[keep] / counts[keep].sum())
+    return Mix(kinds[keep, 1], kinds[keep, 0].astype(np.int64), counts[keep] / counts[keep].sum(),
+               kinds[keep, 2])
+
+
+def cpu_left(table: GpuTable) -> np.ndarray:
+    """Per segment, the node's allocatable CPU less what the jobs on its GPUs asked,
+    millicores; inf where the node's CPU is not known."""
+    def compute() -> np.ndarray:
+        jobs = table_jobs(table)
+        allocatable = table.shape.node_cpu[table.seg_nodes]
+        used = np.bincount(jobs.seg, weights=jobs.cpu, minlength=len(table.seg_nodes))
+        return np.where(allocatable > 0, allocatable - used, np.inf)
+    return table.remember("fragmentation-cpu", None, compute, 1)
 
 
 def _fragmentation(able: np.ndarray, stranded: np.ndarray, total: np.ndarray,
-                   mix: Mix) -> np.ndarray:
-    """Per node (rows of `able`, `stranded`: per kind; `total`: all its free share)."""
-    return np.where(able >= mix.gpus[None, :], stranded, total[:, None]) @ mix.freq
+                   cpu: np.ndarray, mix: Mix) -> np.ndarray:
+    """Per node (rows of `able`, `stranded`: per kind; `total`: all its free share; `cpu`:
+    its CPU left)."""
+    fits = (able >= mix.gpus[None, :]) & (cpu[:, None] >= mix.cpu[None, :])
+    return np.where(fits, stranded, total[:, None]) @ mix.freq
 
 
 def placement_delta(table: GpuTable, rows: np.ndarray, job_mib: np.ndarray,
                     limit: np.ndarray, mix: Mix, owner: np.ndarray | None = None,
-                    placements: int | None = None) -> np.ndarray:
+                    placements: int | None = None, job_cpu: float = 0.0) -> np.ndarray:
     """Per placement, its node's fragmentation after the job (`job_mib` on each of its
-    `rows`) minus before, in percent of a GPU. `owner`: the placement each row belongs to
-    (None: each row is a placement of its own); a placement's rows are on one node.
-    `limit`: jobs each row of the table may hold."""
+    `rows`, `job_cpu` millicores of its node) minus before, in percent of a GPU. `owner`:
+    the placement each row belongs to (None: each row is a placement of its own); a
+    placement's rows are on one node. `limit`: jobs each row of the table may hold."""
     owner = np.arange(len(rows)) if owner is None else owner
     count = len(rows) if placements is None else placements
     if not len(mix.levels) or not count:
@@ -104,7 +144,8 @@ def placement_delta(table: GpuTable, rows: np.ndarray, job_mib: np.ndarray,
     total = np.bincount(table.gpu_seg, weights=free, minlength=segments)
     seg = np.zeros(count, dtype=np.int64)
     seg[owner] = table.gpu_seg[rows]
-    before = _fragmentation(able[seg], stranded[seg], total[seg], mix)
+    cpu = cpu_left(table)[seg]
+    before = _fragmentation(able[seg], stranded[seg], total[seg], cpu, mix)
     free_after = free[rows] - job_mib / capacity[rows] * PERCENT
     takes_after = (free_after[:, None] >= mix.levels[None, :] - 1e-9) & \
         (table.gpu_jobs[rows] + 1 < limit[rows])[:, None]
@@ -114,7 +155,7 @@ def placement_delta(table: GpuTable, rows: np.ndarray, job_mib: np.ndarray,
     np.add.at(d_stranded, owner, free_after[:, None] * ~takes_after - free[rows][:, None] * ~was)
     d_total = np.bincount(owner, weights=free_after - free[rows], minlength=count)
     after = _fragmentation(able[seg] + d_able, stranded[seg] + d_stranded,
-                           total[seg] + d_total, mix)
+                           total[seg] + d_total, cpu - job_cpu, mix)
     return after - before
 
 

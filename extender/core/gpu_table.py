@@ -39,13 +39,15 @@ class Jobs(NamedTuple):
     started_at: FloatArray
     expires_at: FloatArray
     uid: Sequence[str]
+    cpu_milli: FloatArray  # CPU each job's pod requested (0: not known)
 
     @classmethod
     def of(cls, jobs: Sequence[QueuedJob]) -> Jobs:
-        columns = list(zip(*jobs, strict=True)) or [(), (), (), (), ()]
-        uid, mib, predicted, started, expires = columns
+        columns = list(zip(*jobs, strict=True)) or [(), (), (), (), (), ()]
+        uid, mib, predicted, started, expires, cpu = columns
         return cls(np.array(mib, dtype=float), np.array(predicted, dtype=float),
-                   np.array(started, dtype=float), np.array(expires, dtype=float), list(uid))
+                   np.array(started, dtype=float), np.array(expires, dtype=float), list(uid),
+                   np.array(cpu, dtype=float))
 
 
 class NodeShape:
@@ -72,6 +74,7 @@ class NodeShape:
         self.row_start = self.node_start[self.gpu_node]
         self._positions: dict[str, int] | None = None
         self._names_array: np.ndarray | None = None
+        self._node_cpu: FloatArray | None = None
 
     @property
     def positions(self) -> dict[str, int]:
@@ -79,6 +82,15 @@ class NodeShape:
         if self._positions is None:
             self._positions = {name: i for i, name in enumerate(self.names)}
         return self._positions
+
+    @property
+    def node_cpu(self) -> FloatArray:
+        """Per node, its allocatable CPU in millicores as its layout says (0: not known)."""
+        if self._node_cpu is None:
+            per_layout = np.array([layout.cpu_milli if layout else 0 for layout in self.layouts]
+                                  + [0], dtype=float)  # + [0]: no layouts at all
+            self._node_cpu = per_layout[self.node_layout]
+        return self._node_cpu
 
     @property
     def names_array(self) -> np.ndarray:
@@ -297,7 +309,8 @@ class GpuTable(Mapping[str, NodeState]):
         for row in range(start, start + int(self.node_rows[position])):
             first = int(self.job_start[row])
             queue = tuple(QueuedJob(jobs.uid[j], float(jobs.mib[j]), float(jobs.predicted_s[j]),
-                                    float(jobs.started_at[j]), float(jobs.expires_at[j]))
+                                    float(jobs.started_at[j]), float(jobs.expires_at[j]),
+                                    float(jobs.cpu_milli[j]))
                           for j in range(first, first + int(self.gpu_jobs[row])))
             gpus.append(GpuState(name, int(self.gpu_index[row]), int(self.gpu_capacity[row]),
                                  queue))

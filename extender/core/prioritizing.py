@@ -49,20 +49,22 @@ def decide_scores(assessment: Assessment, nodes: Collection[str], settings: Sett
     holds = holds_in_force(assessment, settings, alphas)
     among = None if len(nodes) == len(snapshot.nodes) else nodes
     return score_nodes(snapshot, assessment.needs, settings.collocation, settings.policy, holds,
-                       alphas, among, passed_by, settings.tie_break)
+                       alphas, among, passed_by, settings.tie_break,
+                       assessment.demand.cpu_milli)
 
 
 def score_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: Limits,
                 policy: ScoringPolicy, holds: Holds = NO_HOLDS,
                 alphas: Alphas | None = None, among: Collection[str] | None = None,
                 passed_by: Mapping[str, Verdict] | None = None,
-                tie_break: str = "best-fit") -> Mapping[str, float]:
+                tie_break: str = "best-fit", job_cpu: float = 0.0) -> Mapping[str, float]:
     """Scores in [0, 1] for the nodes that can take the job (others score 0): a
     `NodeScores` over many nodes, in the snapshot's order. Busy GPUs are played forward
     at their type's alpha (`alphas`; None: the policy's own everywhere). `among`: the
     snapshot's nodes to score (None: all of them); the others are left out. `tie_break`:
     among the nodes priced alike, the best fit wins, or the least fragmenting
-    (`extender.core.fragmentation`; judged over the arrays however few the nodes)."""
+    (`extender.core.fragmentation`, the job asking `job_cpu` millicores of its node; judged
+    over the arrays however few the nodes)."""
     alphas = alphas or Alphas(policy.alpha)
     if tie_break == "best-fit" and not judged_at_once(snapshot.nodes):
         held_nodes = {node for node, _ in holds}
@@ -96,7 +98,7 @@ def score_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: Li
                          bool(snapshot.waiting))
     ties, left = None, placed.left
     if tie_break == "fragmentation":  # FGD's score, then the tightest fit in shares of a GPU
-        ties = -fragmentation.score(_fragmentation_delta(table, fit, placed))
+        ties = -fragmentation.score(_fragmentation_delta(table, fit, placed, job_cpu))
         left = _share_left(table, fit, placed)
     scores = np.zeros(len(table.names))
     scores[placed.nodes] = policy.score_array(placed.cost, left, ties)
@@ -142,11 +144,12 @@ class Placed(NamedTuple):
     owner: np.ndarray
 
 
-def _fragmentation_delta(table: GpuTable, fit: Fit, placed: Placed) -> np.ndarray:
+def _fragmentation_delta(table: GpuTable, fit: Fit, placed: Placed,
+                         job_cpu: float = 0.0) -> np.ndarray:
     """Per placement, how it changes its node's fragmentation (`extender.core.fragmentation`)."""
     return fragmentation.placement_delta(table, placed.rows, fit.padded_mib[placed.rows],
                                          fit.limit, fragmentation.request_mix(table),
-                                         placed.owner, len(placed.nodes))
+                                         placed.owner, len(placed.nodes), job_cpu)
 
 
 def _share_left(table: GpuTable, fit: Fit, placed: Placed) -> np.ndarray:

@@ -125,7 +125,7 @@ class GangStore:
         it holds no live slot (never filtered into the plan, or the plan expired). Raises
         `Conflict` when its slot is on another node."""
         fields = {k: v for k, v in asdict(record).items()
-                  if k in ("pod", "namespace", "model", "task", "batch", "units")}
+                  if k in ("pod", "namespace", "model", "task", "batch", "units", "cpu_milli")}
         fields["source"] = source
         (status, *detail), durable = self._replicated(self._take, [plan_key(gang)], [
             record.uid, record.node, now, ttl_s, orjson.dumps(fields), placeholder_prefix(gang),

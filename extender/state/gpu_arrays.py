@@ -81,7 +81,7 @@ class GpuArrays:
         self.valid_until = np.full(rows, math.inf)
         self.fit_rank = self.gpu_index.copy()  # idle GPUs: index order either way
         self.roomy_rank = self.gpu_index.copy()
-        self._columns = [np.zeros(FIRST_SLOTS) for _ in range(4)]
+        self._columns = [np.zeros(FIRST_SLOTS) for _ in range(5)]
         self._uids: list[str] = []
         self.states: StateCache = {}
         self.version = 0
@@ -127,10 +127,10 @@ class GpuArrays:
             shaped = shapes.pop(found)
         shapes.append(shaped)
         if shaped.table is None or shaped.table[0] != self.version:
-            rows, mib, predicted, started, expires = shaped.rows, *self._columns
+            rows, mib, predicted, started, expires, cpu = shaped.rows, *self._columns
             table = GpuTable(shaped.shape, self.gpu_free[rows], self.gpu_jobs[rows],
                              self.job_start[rows], Jobs(mib, predicted, started, expires,
-                                                        self._uids),
+                                                        self._uids, cpu),
                              fit_rank=self.fit_rank[rows], roomy_rank=self.roomy_rank[rows],
                              states=self.states, node_version=self.node_version[shaped.nodes])
             shaped.table = (self.version, table)
@@ -183,11 +183,12 @@ class GpuArrays:
             self._compact(len(jobs))
             start = len(self._uids)
         end = start + len(jobs)
-        mib, predicted, started, expires = self._columns
+        mib, predicted, started, expires, cpu = self._columns
         mib[start:end] = [j.reserved_mib for j in jobs]
         predicted[start:end] = [j.predicted_s for j in jobs]
         started[start:end] = [j.started_at for j in jobs]
         expires[start:end] = [j.expires_at for j in jobs]
+        cpu[start:end] = [j.cpu_milli for j in jobs]
         self._uids.extend(j.uid for j in jobs)
         return start
 

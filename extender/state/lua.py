@@ -197,10 +197,10 @@ for _, queue in ipairs(redis.call('ZRANGEBYSCORE', 'st:changed', '(' .. since, '
   local rows = {}
   for _, uid in ipairs(redis.call('ZRANGE', queue, 0, -1)) do
     local f = redis.call('HMGET', 'st:job:' .. uid, 'reserved_mib', 'predicted_s',
-                         'started_at', 'expires_at')
+                         'started_at', 'expires_at', 'cpu_milli')
     if f[1] then
       rows[#rows + 1] = uid
-      for i = 1, 4 do rows[#rows + 1] = f[i] or '0' end
+      for i = 1, 5 do rows[#rows + 1] = f[i] or '0' end
     end
   end
   out[#out + 1] = queue

@@ -19,6 +19,7 @@ from extender.core.time_bias import BIAS_PREFIX, MAX_BIAS
 from extender.core.annotations import MAX_GPUS
 from extender.wire.gangs import MAX_GANG
 from extender.model import JobRecord, NodeGpus, QueuedJob, Waiter
+from extender.wire.cpu import MAX_MILLI as MAX_CPU_MILLI
 from extender.wire.node_labels import MAX_GPU_MEMORY_MIB, MAX_GPUS_PER_NODE, MAX_REPLICAS
 
 MAX_FLOOR_MIB = 2**20  # 1 TiB: a larger OOM floor is not a reading of any GPU
@@ -63,10 +64,11 @@ def layout_from_json(raw: str) -> NodeGpus | None:
 
 
 def layout_from_row(row: Any) -> NodeGpus:
-    """A layout stored as its `NodeGpus.as_row` (a filter record's); ValueError when it is
-    not one."""
-    layout = layout_from_fields(dict(zip(_LAYOUT_FIELDS, row, strict=True))) \
-        if isinstance(row, list) and len(row) == len(_LAYOUT_FIELDS) else None
+    """A layout stored as its `NodeGpus.as_row` (a filter record's; one written before
+    `cpu_milli` was a field lacks it); ValueError when it is not one."""
+    layout = layout_from_fields(dict(zip(_LAYOUT_FIELDS, row, strict=False))) \
+        if isinstance(row, list) and len(row) in (len(_LAYOUT_FIELDS) - 1, len(_LAYOUT_FIELDS)) \
+        else None
     if layout is None:
         raise ValueError(f"not a stored node layout: {str(row)[:80]}")
     return layout
@@ -85,13 +87,14 @@ def layout_from_fields(fields: Mapping[str, Any]) -> NodeGpus | None:
     if (layout.uuids and len(layout.uuids) != layout.count) or (layout.memories and (
             len(layout.memories) != layout.count or max(layout.memories) != layout.memory_mib)):
         return None
-    counts = (layout.count, layout.memory_mib, layout.share_slots)
+    counts = (layout.count, layout.memory_mib, layout.share_slots, layout.cpu_milli)
     if (not isinstance(layout.product, str) or not isinstance(layout.problem, str)
             or not (layout.gpu_type is None or isinstance(layout.gpu_type, str))
             or any(isinstance(n, bool) or not isinstance(n, int) for n in counts)
             or not (0 <= layout.count <= MAX_GPUS_PER_NODE
                     and 0 <= layout.memory_mib <= MAX_GPU_MEMORY_MIB
-                    and 0 <= layout.share_slots <= MAX_REPLICAS)):
+                    and 0 <= layout.share_slots <= MAX_REPLICAS
+                    and 0 <= layout.cpu_milli <= MAX_CPU_MILLI)):
         return None
     return layout
 
@@ -136,6 +139,7 @@ def job_from_mapping(data: Mapping[str, str]) -> JobRecord:
         handed_over_at=number("handed_over_at"),
         time_factor=number("time_factor") or 1.0,
         time_correction=str(data.get("time_correction", ""))[:MAX_CORRECTION_CHARS],
+        cpu_milli=whole("cpu_milli", 0),
     )  # fmt: skip
 
 
@@ -180,15 +184,17 @@ def time_biases_from_pairs(pairs: list[str]) -> dict[str, float]:
 
 def queued_jobs(rows: list[str]) -> tuple[QueuedJob, ...]:
     """A queue's rows as `CHANGES` returns them (uid, reserved MiB, predicted s, started at,
-    expires at, ...) for decisions. Never raises on what a job hash holds: MiB that are
+    expires at, CPU millicores, ...) for decisions. Never raises on what a job hash holds: MiB that are
     unreadable or not finite read as NaN, which the mirror counts as the whole GPU (a
     broken record never makes room); predicted seconds as `UNREADABLE_PREDICTED_S` (busy
     for long, so holds look elsewhere); instants as 0 (not started; no expiry, so the
-    job keeps counting until the monitor releases it)."""
+    job keeps counting until the monitor releases it); CPU as 0 (not known: it strands
+    nothing)."""
     return tuple(QueuedJob(rows[i], reading(rows[i + 1], math.nan),
                            reading(rows[i + 2], UNREADABLE_PREDICTED_S),
-                           reading(rows[i + 3], 0.0), reading(rows[i + 4], 0.0))
-                 for i in range(0, len(rows) - 4, 5))  # fmt: skip
+                           reading(rows[i + 3], 0.0), reading(rows[i + 4], 0.0),
+                           min(reading(rows[i + 5], 0.0), MAX_CPU_MILLI))
+                 for i in range(0, len(rows) - 5, 6))  # fmt: skip
 
 
 def reading(text: Any, default: float) -> float:

@@ -26,13 +26,14 @@ def pod_object(name: str, namespace: str, uid: str, *, model: Any = None, task: 
                annotations: Mapping[str, Any] | None = None, image: str = "trainer",
                gpus: int | None = 1, env: Mapping[str, str] | None = None,
                scheduler_name: str | None = None, created_at: str | None = None,
-               phase: str | None = None) -> dict[str, Any]:
+               phase: str | None = None, cpu: str | None = None) -> dict[str, Any]:
     """A v1.Pod with one container ``main``.
 
     `model`, `task`, `batch`, `epochs`, `requests` become ``schedtune.io/*``
     annotations after `annotations` (None: absent; an int is written as the
     string Kubernetes stores, anything else as given, so tests can send junk).
-    `gpus`: the container's ``nvidia.com/gpu`` limit (None: no resources).
+    `gpus`: the container's ``nvidia.com/gpu`` limit (None: no resources); `cpu`: its
+    CPU request (None: none).
     `created_at` (RFC 3339) and `phase` are left out when None.
     """
     notes: dict[str, Any] = dict(annotations or {})
@@ -49,6 +50,8 @@ def pod_object(name: str, namespace: str, uid: str, *, model: Any = None, task: 
         container["env"] = [{"name": k, "value": v} for k, v in env.items()]
     if gpus is not None:
         container["resources"] = {"limits": {RESOURCE_GPU: str(gpus)}}
+    if cpu is not None:
+        container.setdefault("resources", {})["requests"] = {"cpu": cpu}
     spec: dict[str, Any] = {"containers": [container]}
     if scheduler_name is not None:
         spec = {"schedulerName": scheduler_name, **spec}

@@ -5,8 +5,9 @@ Sources, in order: GPU Feature Discovery labels (``nvidia.com/gpu.product``,
 ``nvidia.com/gpu.replicas``), then allocatable ``nvidia.com/gpu`` (divided by
 the replicas under time-slicing) or Volcano's ``volcano.sh/gpu-number`` and
 ``volcano.sh/gpu-memory`` (MiB in total), then the catalogue's memory for the
-product. Labels that are missing or not believable give a layout with
-`problem` set, which the filter turns into a readable, unresolvable verdict.
+product. Allocatable ``cpu`` comes along (`extender.wire.cpu`; 0 when not readable).
+Labels that are missing or not believable give a layout with `problem` set, which the
+filter turns into a readable, unresolvable verdict.
 
 Under HAMi (`EXTENDER_NODE_AGENT=hami`) the devices come from its device plugin's register
 annotation instead (`gpus_from_hami`): the healthy devices, their UUIDs and memory by
@@ -24,6 +25,7 @@ from typing import Any
 
 from estimator.catalogue import gpu_for_product
 from extender.wire import hami
+from extender.wire.cpu import cpu_milli
 from extender.model import (
     LABEL_COUNT, LABEL_MEMORY, LABEL_PRODUCT, LABEL_REPLICAS, RESOURCE_GPU,
     RESOURCE_VOLCANO_MEMORY, RESOURCE_VOLCANO_NUMBER, NodeGpus,
@@ -62,7 +64,8 @@ def shown(value: Any) -> str:
 def gpus_from_node(labels: Mapping[str, Any], allocatable: Mapping[str, Any]) -> NodeGpus:
     values = (labels.get(LABEL_PRODUCT), labels.get(LABEL_REPLICAS, 1), labels.get(LABEL_COUNT),
               labels.get(LABEL_MEMORY), allocatable.get(RESOURCE_GPU),
-              allocatable.get(RESOURCE_VOLCANO_NUMBER), allocatable.get(RESOURCE_VOLCANO_MEMORY))
+              allocatable.get(RESOURCE_VOLCANO_NUMBER), allocatable.get(RESOURCE_VOLCANO_MEMORY),
+              allocatable.get("cpu"))
     try:
         return _layout_cached(*values)
     except TypeError:  # an unhashable (so unusable) label value: judge it uncached
@@ -76,7 +79,8 @@ def _layout_cached(*values: Any) -> NodeGpus:
 
 
 def _layout(product: Any, replicas_label: Any, count_label: Any, memory_label: Any,
-            slots_label: Any, volcano_count_label: Any, volcano_memory_label: Any) -> NodeGpus:
+            slots_label: Any, volcano_count_label: Any, volcano_memory_label: Any,
+            cpu: Any = None) -> NodeGpus:
     volcano_count = _int(volcano_count_label)
     volcano_memory = _int(volcano_memory_label)
     if not isinstance(product, str) or not product.strip():
@@ -104,7 +108,8 @@ def _layout(product: Any, replicas_label: Any, count_label: Any, memory_label: A
     if memory is None or not 1 <= memory <= MAX_GPU_MEMORY_MIB:
         return _bad(product, f"{LABEL_MEMORY}={shown(memory_label)} is not a MiB figure")
     share_slots = 0 if volcano_memory is not None else replicas
-    return NodeGpus(product, gpu.name if gpu else None, count, memory, share_slots)
+    return NodeGpus(product, gpu.name if gpu else None, count, memory, share_slots,
+                    cpu_milli=cpu_milli(cpu))
 
 
 def _bad(product: str, problem: str) -> NodeGpus:
@@ -135,4 +140,5 @@ def gpus_from_hami(labels: Mapping[str, Any], annotations: Mapping[str, Any],
     return NodeGpus(product, labelled.gpu_type or (gpu.name if gpu else None), len(healthy),
                     max(memories), min(d.slots for d in healthy),
                     uuids=tuple(d.uuid for d in healthy),
-                    memories=memories if len(set(memories)) > 1 else ())
+                    memories=memories if len(set(memories)) > 1 else (),
+                    cpu_milli=cpu_milli(allocatable.get("cpu")))

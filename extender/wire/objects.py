@@ -23,6 +23,7 @@ import numpy as np
 from extender.errors import BadRequest
 from extender.wire.gangs import group_of
 from extender.model import RESOURCE_GPU, NodeGpus, PodInfo
+from extender.wire.cpu import cpu_requested
 from extender.wire.node_labels import gpus_from_node, shown
 
 MAX_NAME_CHARS = 253
@@ -221,6 +222,7 @@ def decode_pod(pod: Any) -> PodInfo:
         namespace=require_name(meta.get("namespace"), "Pod.metadata.namespace", DNS_LABEL,
                                required=False) or "default",
         annotations=annotations, gpus=gpus, owner=owner, group=group,
+        cpu_milli=cpu_requested(spec),
     )
 
 
