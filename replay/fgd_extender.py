@@ -8,7 +8,8 @@ NodeResourcesFit (CPU and memory requests within what the node has left) and the
 names mode as shipped (``nodeCacheCapable: true``), filter over those nodes, prioritize over
 the ones that passed, and bind to the first of the highest score. Its node layouts are the
 ones the node watcher would write: each GPU node's product (`replay.openb.GPU_CODES`),
-count and memory, shared by memory up to `SLOTS_PER_GPU` pods a GPU.
+count and memory, shared by memory up to `SLOTS_PER_GPU` pods a GPU, and its allocatable
+CPU; each pod asks its CPU as a container request.
 
 A trace pod asking a share of one GPU (``gpu_milli`` < 1000) declares that share of the GPU's
 memory, ``schedtune.io/gpu-memory: N%`` (N = gpu_milli / 10, rounded up: openb's shares

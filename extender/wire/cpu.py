@@ -21,7 +21,7 @@ from typing import Any
 
 MAX_MILLI = 10**9  # a million cores: beyond it a quantity is no believable CPU figure
 MAX_CHARS = 64
-_QUANTITY = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+))([eE][+-]?\d{1,3}|[numkKMGTPE]i?)?")
+_QUANTITY = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+))(?:[eE]([+-]?\d{1,3})|([numkKMGTPE]i?))?")
 _SCALE = {"": Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
           "k": Decimal(10**3), "M": Decimal(10**6), "G": Decimal(10**9), "T": Decimal(10**12),
           "P": Decimal(10**15), "E": Decimal(10**18), "Ki": Decimal(2**10),
@@ -40,10 +40,8 @@ def cpu_milli(value: Any) -> int:
     match = _QUANTITY.fullmatch(text.strip())
     if match is None:
         return 0
-    number, suffix = match.groups()
-    suffix = suffix or ""
-    scale = Decimal(10) ** int(suffix[1:]) if suffix[:1] in ("e", "E") and len(suffix) > 1 \
-        else _SCALE.get(suffix)
+    number, exponent, suffix = match.groups()
+    scale = Decimal(10) ** int(exponent) if exponent else _SCALE.get(suffix or "")
     if scale is None:
         return 0
     try:

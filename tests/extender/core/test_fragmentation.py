@@ -176,3 +176,62 @@ def test_a_pair_of_whole_gpus_is_kept_for_the_pairs_to_come() -> None:
         scores = score_nodes(snapshot, need, Limits(10, {}), Drain(alpha=0.0),
                              tie_break=tie_break)
         assert _chosen({n: scores[n] for n in ("three", "four")}) == chosen
+
+
+def _with_cpu(name: str, cpu_milli: int, *shares: tuple[int, ...], job_cpu: float = 4000.0
+              ) -> NodeState:
+    """`node`, its layout stating `cpu_milli` allocatable CPU (0: not known), each job's pod
+    asking `job_cpu` millicores."""
+    layout = NodeGpus("Tesla-T4", "T4", 2, 10000, share_slots=0, cpu_milli=cpu_milli)
+    gpus = tuple(GpuState(name, i, 10000, tuple(
+        QueuedJob(f"{name}-{i}-{k}", 100.0 * pct, 600.0, cpu_milli=job_cpu)
+        for k, pct in enumerate(jobs))) for i, jobs in enumerate(shares))
+    return NodeState(name, layout, gpus)
+
+
+# Mix: 50 % jobs asking 4 cores each (twenty of them on ten nodes of 64 cores).
+CPU_FULL = {f"c{i}": _with_cpu(f"c{i}", 64000, (50,), (50,)) for i in range(10)}
+
+
+def test_a_kind_asks_the_median_cpu_of_its_jobs() -> None:
+    mix = request_mix(GpuTable.from_states(CPU_FULL))
+    assert (mix.levels.tolist(), mix.gpus.tolist(), mix.cpu.tolist()) == ([50], [1], [4000])
+    # Six 50 % jobs asking 1, 2, 4, 4, 8 and 100 cores are one kind asking 4; two 25 %
+    # jobs asking 1 and 2 cores one asking 1.5.
+    layout = NodeGpus("Tesla-T4", "T4", 1, 10000, share_slots=0, cpu_milli=64000)
+    jobs = [(50, 1), (50, 2), (50, 4), (50, 4), (50, 8), (50, 100), (25, 1), (25, 2)]
+    states = {f"n{i}": NodeState(f"n{i}", layout, (GpuState(f"n{i}", 0, 10000, (
+        QueuedJob(f"j{i}", 100.0 * pct, 600.0, cpu_milli=1000.0 * cores),)),))
+        for i, (pct, cores) in enumerate(jobs)}
+    mix = request_mix(GpuTable.from_states(states))
+    assert dict(zip(mix.levels.tolist(), mix.cpu.tolist(), strict=True)) == {25: 1500, 50: 4000}
+
+
+def test_a_node_left_short_of_cpu_strands_all_its_free_share() -> None:
+    # Node "short": 10 cores, one 50 % job asking 4 on GPU 0. A 20 % job asking 4 more
+    # leaves 2 cores: no 50 % job (4 cores) fits any more, so the node's free share (30 %
+    # of GPU 0 and GPU 1's 100 %: 130) all strands, where before only nothing did: +130.
+    # Its job on GPU 1 instead: the same (the CPU is the node's). With the node's CPU not
+    # known, only the GPU counts: on GPU 0 it leaves 30 % (+30), on GPU 1 80 % (0).
+    for cpu, expected in ((10000, [130.0, 130.0]), (0, [30.0, 0.0])):
+        table = GpuTable.from_states({"short": _with_cpu("short", cpu, (50,), ()),
+                                      **CPU_FULL})
+        delta = placement_delta(table, np.array([0, 1]), np.array([2000.0, 2000.0]),
+                                np.full(len(table.gpu_free), 10), request_mix(table),
+                                job_cpu=4000.0)
+        assert delta.tolist() == pytest.approx(expected)
+
+
+def test_prioritize_keeps_the_node_whose_cpu_still_takes_the_common_kind() -> None:
+    # "few" (12 cores) and "many" (64 cores) hold the same GPUs: a 50 % job each. A 20 %
+    # job asking 4 cores leaves "few" 4 cores: one more 50 % job still fits, so it ties;
+    # asking 6 cores it leaves 2, and "few"'s GPUs strand: fragmentation takes "many".
+    states = {"few": _with_cpu("few", 12000, (50,), ()),
+              "many": _with_cpu("many", 64000, (50,), ())}
+    snapshot = ClusterSnapshot(0.0, {**states, **CPU_FULL})
+    need = {"T4": Need(2000.0, 600.0)}
+    for job_cpu, best in ((4000.0, {"few", "many"}), (6000.0, {"many"})):
+        scores = score_nodes(snapshot, need, Limits(10, {}), Drain(alpha=0.0),
+                             tie_break="fragmentation", job_cpu=job_cpu)
+        top = max(scores[n] for n in states)
+        assert {n for n in states if scores[n] == top} == best

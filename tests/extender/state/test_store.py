@@ -330,3 +330,29 @@ def test_a_snapshot_whose_connection_died_while_idle_reads_on_a_new_one(store, r
     snapshot = store.snapshot({"n0": None}, 2.0, record=record, record_ttl_s=60)
     assert snapshot.now == 2.0 and len(snapshot.nodes["n0"].gpu_states) == 2
     assert store.filter_record("u1") == record
+
+
+def test_a_reservations_cpu_reaches_every_workers_table(store, redis_url) -> None:
+    """The CPU a pod asked is in its job hash and every worker's queue rows; with the node
+    watcher's layout (allocatable CPU) the table gives the node's CPU left."""
+    from dataclasses import replace
+
+    from extender.core.fragmentation import cpu_left
+    from extender.core.gpu_table import GpuTable
+
+    store.put_node("n1", replace(LAYOUT, cpu_milli=32000))
+    store.reserve(replace(_job("a"), cpu_milli=6000), [(0, 24576.0, 4)], now=100, ttl_s=60)
+    assert store.job("a").cpu_milli == 6000
+    other = RedisStore.from_url(redis_url)
+    nodes = other.snapshot({"n1": None}, now=100).nodes
+    assert [j.cpu_milli for j in nodes["n1"].gpu_states[0].jobs] == [6000]
+    table = GpuTable.from_states(nodes)
+    assert cpu_left(table).tolist() == [26000]
+
+
+def test_a_filter_record_written_before_layouts_had_cpu_still_reads(store, redis_client) -> None:
+    demand = PodDemand("old", "p", "ml", "resnet50", "train", 32, 1)
+    row = list(LAYOUT.as_row()[:-1])  # the eight fields an older replica wrote
+    redis_client.set("st:demand:old", orjson.dumps({"demand": demand,
+                                                    "groups": [[row, ["n1"]]]}))
+    assert store.filter_record("old") == FilterRecord(demand, {"n1": LAYOUT})
