@@ -8,10 +8,9 @@ GPU (percent of its memory), so that GPUs of different sizes compare:
   cluster has been taking): a kind is a number of GPUs of one node and the share of each,
   rounded up to a whole percent; the most common kinds first, cut once they cover
   `COVERAGE` of the jobs (FGD's "typical pods" at 95 %), their frequencies renormalised.
-  A kind asks the median CPU of its jobs' pods. (FGD's kinds are distinct CPU requests
-  too; read from a cluster's jobs that splits the mix thin: on openb, seeds 1-2, kinds
-  split by CPU left 4.90 and 4.71 % of the GPUs unallocated, the median 4.55 and the
-  mean 4.53 and 4.38 % on seed 1 and 2: docs/2026-12-06-openb-fgd-protocol.md.)
+  A kind asks the median CPU of its jobs' pods. (FGD keys its kinds by CPU as well; read
+  from a cluster's own jobs, that splits the mix thin, and it packed worse on openb:
+  docs/2026-12-06-openb-fgd-protocol.md.)
 * **A node's fragmentation** against the mix: for each kind (weighted by its frequency),
   the free share that a pod of that kind could not use: when the node has as many GPUs
   that can take the kind's share (that much free, below their collocation limit) as the
