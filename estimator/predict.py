@@ -16,7 +16,10 @@ its own pad when that is larger (`estimator.padding.padded_unseen_family`), repo
 ``family_seen=False``; both unseen: the larger of the two pads. A product
 that is not in the catalogue at all gets `estimate_unknown`: the largest padded
 memory and the longest time over every catalogue type. Profiling one job on a
-new GPU (schedtune profile) and retraining makes it a seen type.
+new GPU (schedtune profile) and retraining makes it a seen type; a card profiled with
+enough models that the reference rows do not cover gets a memory artefact of its own
+(``train-mem.ours.H200``: `estimator.fitting.own_fits`), its own predictions and pads,
+and the reference cards keep theirs.
 
 Run time on a GPU type the time artefacts never saw comes from the hardware instead
 (`estimator.roofline`, artefacts ``train-time.roofline`` and ``infer-time.roofline``): the
@@ -126,10 +129,13 @@ class _Predictor:
 
 class Estimator:
     def __init__(self, table: FeatureTable, predictors: Mapping[str, _Predictor],
-                 hardware: Mapping[str, _Predictor] | None = None) -> None:
+                 hardware: Mapping[str, _Predictor] | None = None,
+                 own: Mapping[str, Mapping[str, _Predictor]] | None = None) -> None:
         self.table = table
         self._predictors = dict(predictors)
         self._hardware = dict(hardware or {})  # time target -> the roofline artefact
+        # memory target -> card -> the artefact fitted on the card's own rows
+        self._own = {t: dict(cards) for t, cards in (own or {}).items()}
         self._gpus = tuple(CATALOGUE)
         self._gpu_rows = {
             "gpu_code": np.arange(len(self._gpus), dtype=float),
@@ -142,10 +148,16 @@ class Estimator:
     def load(cls, models_dir: Path = portable.MODELS_DIR, features_dir: Path = FEATURES_DIR,
              design: str = "ours") -> Estimator:
         """The artefacts' numpy form: no scikit-learn import, no unpickling."""
-        predictors = {}
+        predictors, own = {}, {}
         for target in (*MEMORY_TARGETS.values(), *TIME_TARGETS.values()):
             regressor, meta = portable.load(f"{target}.{design}", models_dir)
             predictors[target] = _Predictor(regressor, meta)
+        for target in MEMORY_TARGETS.values():  # the cards fitted on their own rows
+            prefix = f"{target}.{design}."
+            own[target] = {path.stem.removeprefix(prefix): _Predictor(
+                *portable.load(path.stem, models_dir))
+                for path in sorted(models_dir.glob(f"{prefix}*.npz"))
+                if path.stem.removeprefix(prefix) in CATALOGUE}
         hardware = {}
         for target in TIME_TARGETS.values():
             try:
@@ -153,7 +165,7 @@ class Estimator:
                                                              models_dir))
             except ArtefactError:  # directories trained before it (held-out folds)
                 continue
-        return cls(FeatureTable.load(features_dir), predictors, hardware)
+        return cls(FeatureTable.load(features_dir), predictors, hardware, own)
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -255,17 +267,21 @@ class Estimator:
             from_hardware = self._from_hardware(time_target, features, unseen)
             traced = ~np.isnan(from_hardware[:, 0])
             unit_s[np.ix_(traced, unseen)] = from_hardware[traced] * SECONDS_PER_UNIT[time_target]
-        memory = self._predictors[mem_target]
-        seen = [memory.seen(g) for g in self._gpus]
+        own = self._own.get(mem_target, {})
+        memories = [own.get(g, self._predictors[mem_target]) for g in self._gpus]
+        for gpu, predictor in own.items():  # a card's own fit predicts its column
+            column = self._gpus.index(gpu)
+            mem[:, column] = self._predict(mem_target, features, predictor)[:, column]
+        seen = [m.seen(g) for m, g in zip(memories, self._gpus, strict=True)]
         out = []
         for j, job in enumerate(features):
-            family = memory.family_seen(job.family, self.table)
+            families = [m.family_seen(job.family, self.table) for m in memories]
             workspace = float(workspace_range(job.sim_workspace_mb, job.sim_workspace_max_mb))
             # The pad as a fraction of the prediction: the workspace margin is MiB.
-            pads = [memory.padded(float(mem[j, i]), workspace, seen[i], family)
+            pads = [memories[i].padded(float(mem[j, i]), workspace, seen[i], families[i])
                     / float(mem[j, i]) - 1.0 for i in range(len(self._gpus))]
             out.append({name: Figures(float(mem[j, i]), pads[i], float(unit_s[j, i]),
-                                      seen[i], family)
+                                      seen[i], families[i])
                         for i, name in enumerate(self._gpus)})
         return out
 
@@ -289,9 +305,11 @@ class Estimator:
             out[known] = self._hardware[target].regressor.predict(X[known])
         return out.reshape(len(features), len(gpus))
 
-    def _predict(self, target: str, features: list[JobFeatures]) -> np.ndarray:
-        """(jobs, GPU types) predictions: one row per job and catalogue type, in one call."""
-        predictor = self._predictors[target]
+    def _predict(self, target: str, features: list[JobFeatures],
+                 predictor: _Predictor | None = None) -> np.ndarray:
+        """(jobs, GPU types) predictions: one row per job and catalogue type, in one call
+        (by `predictor`: None, the target's shared artefact)."""
+        predictor = predictor or self._predictors[target]
         jobs = [asdict(f) for f in features]
         n = len(self._gpus)
         X = np.column_stack([

@@ -32,6 +32,7 @@ from estimator.reference.tables import (
     measurements_option, read_measurements,
 )
 from estimator.errors import EstimatorError
+from estimator.fitting.own_fits import TARGETS as OWN_FIT_TARGETS
 from estimator.fitting.evaluation import (
     ANCHORS, PROTOCOLS, evaluate_by_family, residual_parts, score_service,
 )  # fmt: skip
@@ -106,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     results = evaluate_by_family(designs, frame, args.protocol, n_jobs=args.jobs, gpu=args.gpu,
                                  progress=lambda line: print(f"  {line}", file=sys.stderr,
                                                              flush=True),
-                                 fit_frames=fit_frames)
+                                 fit_frames=fit_frames, own_fits=args.target in OWN_FIT_TARGETS)
     report = {
         "protocol": args.protocol,
         "target": args.target,

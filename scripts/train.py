@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 
 
-from estimator.fitting import artefacts
+from estimator.fitting import artefacts, own_fits
 from estimator.reference.tables import (
     DATA_HELP, MEASUREMENTS_FILE, TARGETS, find_data_dir, load_target, measurements_option,
 )
@@ -121,23 +121,39 @@ def main(argv: list[str] | None = None) -> int:
             except EstimatorError as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 return 1
-            regressor, meta = fit(target, design, fit_frame, with_stats=not args.no_stats,
-                                  fit_frame=other_rows)
-            path = artefacts.save(artefact_name(target, design), regressor, meta, args.out)
-            summary[path.stem] = {k: meta[k] for k in (
-                "rows", "censored_rows", "pad_seen", "pad_unseen_gpu", "pad_unseen_family",
-                "pad_unseen_family_mib", "pad_unseen_family_workspace",
-                "pad_unseen_family_workspace_mib") if k in meta}
-            workspace = meta.get("pad_unseen_family_workspace")
-            log.info("%s: %d rows (%d censored), pad %.3f seen / %.3f unseen GPU / %.3f + "
-                     "%.0f MiB unseen family%s", path.name, meta["rows"], meta["censored_rows"],
-                     meta["pad_seen"], meta["pad_unseen_gpu"], meta["pad_unseen_family"],
-                     meta.get("pad_unseen_family_mib", 0.0), "" if workspace is None else
-                     f" (or {workspace:.3f} + {meta['pad_unseen_family_workspace_mib']:.0f} MiB "
-                     "+ workspace range)")
+            shared, cards = own_fits.split(fit_frame) if target in own_fits.TARGETS \
+                else (fit_frame, {})
+            stale = {p.stem for p in args.out.glob(f"{artefact_name(target, design)}.*.json")}
+            for card, rows in [("", shared), *cards.items()]:
+                regressor, meta = fit(target, design, rows, with_stats=not args.no_stats,
+                                      fit_frame=other_rows,
+                                      protocols=("lomo", "lofo") if card else
+                                      ("lomo", "lofo", "logo"))
+                name = f"{artefact_name(target, design)}.{card}" if card else \
+                    artefact_name(target, design)
+                stale.discard(name)
+                path = artefacts.save(name, regressor, meta, args.out)
+                summary[path.stem] = _summary(path.name, meta)
+            for name in stale:  # a card no longer fitted on its own
+                artefacts.remove(name, args.out)
     if args.json:
         print(json.dumps(summary, indent=2))
     return 0
+
+
+def _summary(artefact: str, meta: dict) -> dict:
+    """The pads of a fitted artefact, logged and returned for --json."""
+    workspace = meta.get("pad_unseen_family_workspace")
+    log.info("%s: %d rows (%d censored), pad %.3f seen / %.3f unseen GPU / %.3f + "
+             "%.0f MiB unseen family%s", artefact, meta["rows"], meta["censored_rows"],
+             meta["pad_seen"], meta["pad_unseen_gpu"], meta["pad_unseen_family"],
+             meta.get("pad_unseen_family_mib", 0.0), "" if workspace is None else
+             f" (or {workspace:.3f} + {meta['pad_unseen_family_workspace_mib']:.0f} MiB "
+             "+ workspace range)")
+    return {k: meta[k] for k in (
+        "rows", "censored_rows", "pad_seen", "pad_unseen_gpu", "pad_unseen_family",
+        "pad_unseen_family_mib", "pad_unseen_family_workspace",
+        "pad_unseen_family_workspace_mib") if k in meta}
 
 
 def _read_observations(url: str | None) -> list[dict[str, str]]:

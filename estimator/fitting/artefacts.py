@@ -59,6 +59,12 @@ def save(name: str, regressor: Any, meta: dict[str, Any], directory: Path = MODE
     return path
 
 
+def remove(name: str, directory: Path = MODELS_DIR) -> None:
+    """Delete an artefact's files (one `save` wrote), those that exist."""
+    for suffix in (".joblib", ".npz", ".json"):
+        (directory / f"{name}{suffix}").unlink(missing_ok=True)
+
+
 def load(name: str, directory: Path = MODELS_DIR) -> tuple[Any, dict[str, Any]]:
     """Load one artefact; `ArtefactError` if missing, untrusted or version-mismatched."""
     directory = directory.resolve()

@@ -41,6 +41,7 @@ from estimator.padding import (
     fit_censored, held_out_predictions, lower_bounds, pad_fraction, padded_unseen_family,
     padded_unseen_gpu, unseen_family_pads, workspace_range,
 )  # fmt: skip
+from estimator.fitting import own_fits as own_fits_rule
 from estimator.fitting.regressors import Design
 from estimator.zoo import REGISTRY
 
@@ -200,10 +201,20 @@ def _run_fold(design: Design, frame: pd.DataFrame, protocol: str, fit_idx: np.nd
 
 
 def held_out(design: Design, frame: pd.DataFrame, protocol: str, n_jobs: int = 2,
-             gpu: str | None = None, fit_frame: pd.DataFrame | None = None) -> pd.DataFrame:
+             gpu: str | None = None, fit_frame: pd.DataFrame | None = None,
+             own_fits: bool = False) -> pd.DataFrame:
     """One row per (outer fold, test row): actual, predicted, padded; with `gpu`, only
     the test rows on that GPU type (the folds fit as they would for every row). A design
-    with a `fit_target` fits on `fit_frame`, that target's rows."""
+    with a `fit_target` fits on `fit_frame`, that target's rows. `own_fits`: the cards
+    `estimator.fitting.own_fits` fits on their own rows are judged so, as `schedtune
+    train` fits them (protocols that hold out models or families)."""
+    if own_fits and protocol in own_fits_rule.PROTOCOLS:
+        shared, cards = own_fits_rule.split(frame)
+        if cards:
+            return pd.concat([held_out(design, part, protocol, n_jobs, gpu, fit_frame)
+                              for part in (shared, *cards.values())
+                              if gpu is None or (part["gpu"] == gpu).any()],
+                             ignore_index=True)
     if design.fit_target is not None and fit_frame is None:
         raise ValueError(f"design {design.name!r} fits on {design.fit_target} rows: pass them")
     on_gpu = np.ones(len(frame), bool) if gpu is None else (frame["gpu"] == gpu).to_numpy()
@@ -251,10 +262,12 @@ def metrics(rows: pd.DataFrame) -> dict[str, float]:
 
 
 def evaluate(designs: dict[str, Design], frame: pd.DataFrame, protocol: str,
-             n_jobs: int = 2, fit_frame: pd.DataFrame | None = None) -> dict[str, dict[str, float]]:
+             n_jobs: int = 2, fit_frame: pd.DataFrame | None = None,
+             own_fits: bool = False) -> dict[str, dict[str, float]]:
     """Metrics per design name, all on the same splits of the same rows (`fit_frame`: the
-    rows designs with a `fit_target` fit on)."""
-    return {name: metrics(held_out(d, frame, protocol, n_jobs, fit_frame=fit_frame))
+    rows designs with a `fit_target` fit on; `own_fits`: as `held_out`)."""
+    return {name: metrics(held_out(d, frame, protocol, n_jobs, fit_frame=fit_frame,
+                                   own_fits=own_fits))
             for name, d in designs.items()}
 
 
@@ -262,7 +275,7 @@ def evaluate_by_family(designs: dict[str, Design], frame: pd.DataFrame, protocol
                        n_jobs: int = 2, gpu: str | None = None,
                        progress: Callable[[str], None] | None = None,
                        fit_frames: dict[str, pd.DataFrame] | None = None,
-                       ) -> dict[str, dict[str, dict[str, float]]]:
+                       own_fits: bool = False) -> dict[str, dict[str, dict[str, float]]]:
     """Metrics per design name, over all held-out rows (``"all"``) and per family; with
     `gpu`, over the held-out rows on that GPU type only. `progress` hears of each design
     as it starts. `fit_frames`: rows per target for designs fitted on another target's."""
@@ -271,7 +284,7 @@ def evaluate_by_family(designs: dict[str, Design], frame: pd.DataFrame, protocol
         if progress:
             progress(f"design {number}/{len(designs)}: {name}")
         rows = held_out(design, frame, protocol, n_jobs, gpu,
-                        (fit_frames or {}).get(design.fit_target or ""))
+                        (fit_frames or {}).get(design.fit_target or ""), own_fits)
         out[name] = {"all": metrics(rows), **{
             family: metrics(part) for family, part in rows.groupby("family", sort=True)
             if (~part["over_capacity"]).any()}}

@@ -29,7 +29,8 @@ def censored_mask(frame: pd.DataFrame) -> np.ndarray:
 
 
 def fit(target: str, design_name: str, frame: pd.DataFrame,
-        with_stats: bool = True, fit_frame: pd.DataFrame | None = None) -> tuple[Any, dict[str, Any]]:
+        with_stats: bool = True, fit_frame: pd.DataFrame | None = None,
+        protocols: tuple[str, ...] = ("lomo", "lofo", "logo")) -> tuple[Any, dict[str, Any]]:
     """The fitted regressor and its metadata.
 
     ``pad_seen``: E for a GPU type present in the rows (from leave one model
@@ -45,7 +46,8 @@ def fit(target: str, design_name: str, frame: pd.DataFrame,
     of two families or more only). Rows with ``censored`` set are lower bounds (OOM kills,
     `estimator.fitting.observations`): fitted Tobit-style and covered by every pad. A design
     with a `fit_target` is fitted on `fit_frame`, that target's rows (its statistics are
-    still scored on `frame`'s).
+    still scored on `frame`'s). `protocols`: the held-out statistics kept (a card fitted on
+    its own rows has no other GPU type to hold out).
     """
     design = DESIGNS[target][design_name]
     if design.fit_target is not None and fit_frame is None:
@@ -66,7 +68,8 @@ def fit(target: str, design_name: str, frame: pd.DataFrame,
 
         by_model = held_out(usable["model"].to_numpy())
         pad_seen = pad_fraction(bounds, by_model)
-        pad_unseen = max(pad_seen, pad_fraction(bounds, held_out(usable["gpu"].to_numpy())))
+        pad_unseen = max(pad_seen, pad_fraction(bounds, held_out(usable["gpu"].to_numpy()))) \
+            if usable["gpu"].nunique() > 1 else pad_seen  # one card: no other to hold out
         if len(seen_families) >= 2:
             workspace = workspace_range(usable["sim_workspace_mb"],
                                         usable["sim_workspace_max_mb"]) \
@@ -102,6 +105,6 @@ def fit(target: str, design_name: str, frame: pd.DataFrame,
         meta["held_out"] = {
             protocol: evaluate({design_name: design}, frame, protocol,
                                fit_frame=fit_frame)[design_name]
-            for protocol in ("lomo", "lofo", "logo")
+            for protocol in protocols
         }
     return regressor, meta

@@ -142,23 +142,41 @@ def test_a_model_of_an_unseen_family_is_padded_beside_its_workspace_range(estima
 
 
 def test_a_seen_family_on_an_unseen_gpu_type_gets_its_workspace_range_too(estimator) -> None:
-    """Measured on an H200 (profiles/measured/H200.csv): VGG-16 training at batch 64 held
-    12,199 MiB, more than the plain unseen-GPU pad gives; the workspace pair covers it.
-    A seen GPU type keeps the plain pad."""
+    """A GPU type no row covers (the L4) gets the larger of the plain unseen-GPU pad and
+    the workspace pair (measured on the H200 before it had a fit of its own: VGG-16
+    training at batch 64 held 12,199 MiB, more than the plain pad gave). A seen GPU type
+    keeps the plain pad."""
     from estimator.padding import workspace_range
 
     meta = estimator.metadata()["train-mem"]
     features = estimator.table.job_features("vgg16", "train", 64)
     workspace = workspace_range(features.sim_workspace_mb, features.sim_workspace_max_mb)
+    out = estimator.estimate(Job("vgg16", "train", 64), gpus=["L4", "V100-16GB"])
+    l4, v100 = out["L4"], out["V100-16GB"]
+    assert l4.family_seen and not l4.seen_in_training and v100.seen_in_training
+    plain = l4.predicted_mib * (1 + meta["pad_unseen_gpu"])
+    pair = (l4.predicted_mib * (1 + meta["pad_unseen_family_workspace"])
+            + meta["pad_unseen_family_workspace_mib"] + workspace)
+    assert l4.padded_mib == pytest.approx(max(plain, pair)) and pair > plain
+    assert v100.padded_mib == pytest.approx(v100.predicted_mib * (1 + meta["pad_seen"]))
+
+
+def test_a_card_profiled_on_another_stack_is_sized_by_its_own_fit(estimator) -> None:
+    """The H200's profiled rows (profiles/measured/H200.csv) have an artefact of their own
+    (`estimator.fitting.own_fits`): seen, padded by its own held-out pad, covering what
+    VGG-16 training at batch 64 held there (12,199 MiB); the reference cards keep the
+    shared artefact and its pad."""
+    import json
+
+    from estimator.fitting.artefacts import MODELS_DIR
+
+    own = json.loads((MODELS_DIR / "train-mem.ours.H200.json").read_text())
     out = estimator.estimate(Job("vgg16", "train", 64), gpus=["H200", "V100-16GB"])
     h200, v100 = out["H200"], out["V100-16GB"]
-    assert h200.family_seen and not h200.seen_in_training and v100.seen_in_training
-    plain = h200.predicted_mib * (1 + meta["pad_unseen_gpu"])
-    pair = (h200.predicted_mib * (1 + meta["pad_unseen_family_workspace"])
-            + meta["pad_unseen_family_workspace_mib"] + workspace)
-    assert h200.padded_mib == pytest.approx(max(plain, pair)) and pair > plain
-    assert plain < 12_199 <= h200.padded_mib
-    assert v100.padded_mib == pytest.approx(v100.predicted_mib * (1 + meta["pad_seen"]))
+    assert h200.seen_in_training and h200.pad == pytest.approx(own["pad_seen"])
+    assert 12_199 <= h200.padded_mib
+    assert v100.pad == pytest.approx(estimator.metadata()["train-mem"]["pad_seen"])
+    assert own["pad_seen"] > estimator.metadata()["train-mem"]["pad_seen"]
 
 
 def test_time_on_a_type_no_time_artefact_saw_comes_from_its_own_peak_rates(tmp_path) -> None:
