@@ -134,8 +134,10 @@ def main(argv: list[str] | None = None) -> int:
                 stale.discard(name)
                 path = artefacts.save(name, regressor, meta, args.out)
                 summary[path.stem] = _summary(path.name, meta)
-            for name in stale:  # a card no longer fitted on its own
+            for name in sorted(stale):  # a card no longer fitted on its own
                 artefacts.remove(name, args.out)
+                log.info("%s removed: its card has no profiled rows in this training "
+                         "(the committed ones: --measurements profiles/measured/H200.csv)", name)
     if args.json:
         print(json.dumps(summary, indent=2))
     return 0
