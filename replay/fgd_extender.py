@@ -41,8 +41,8 @@ from extender.model import GPU_MEMORY
 from extender.settings import Settings
 from extender.wire.builders import pod_object
 from replay.engine import SimNode
+from replay.fgd_cluster import ClusterState
 from replay.fgd_policies import Choice, Policy, pick_node
-from replay.fgd_protocol import ClusterState
 from replay.fgd_workload import Pod
 from replay.openb import GPU_CODES
 from replay.policies import ExtenderPolicy

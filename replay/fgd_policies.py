@@ -1,7 +1,7 @@
 """The six node/GPU choosers of FGD's evaluation (USENIX ATC '23), after the score plugins of
 github.com/hkust-adsl/kubernetes-scheduler-simulator (commit 8f3d641; own numpy code, none
 copied). Each has ``choose(state, pod) -> (node_index, gpu_indices) | None`` over a
-`replay.fgd_protocol.ClusterState`; None when no node passes the filter (`feasible`).
+`replay.fgd_cluster.ClusterState`; None when no node passes the filter (`feasible`).
 
 How the simulator runs them (``experiments/run_scripts/generate_run_scripts.py``,
 ``scripts/generate_config_and_run.py``): one score plugin, weight 1000, every default
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from replay.fgd_protocol import ClusterState, feasible
+from replay.fgd_cluster import ClusterState, feasible
 from replay.fgd_workload import MILLI, Pod, Pods
 
 MAX_SPEC_CPU = 128_000  # pkg/type/open-gpu-share/utils/const.go MaxSpecCpu

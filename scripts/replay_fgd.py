@@ -16,6 +16,7 @@ from extender.settings import Settings
 from replay import fgd_protocol, fgd_report
 from replay.fgd_extender import ExtenderOnFgd
 from replay.fgd_policies import POLICIES, make_policy
+from replay.fgd_workload import MILLI
 from replay.runner import replay_redis
 from replay.workloads import ReplayError
 
@@ -52,7 +53,7 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace, default_polic
         print(f"error: {exc}", file=sys.stderr)
         return 2
     report = {"workload": "openb", "protocol": "fgd", "orders": orders, "seeds": seeds,
-              "gpus": nodes.capacity_milli // fgd_protocol.MILLI,
+              "gpus": nodes.capacity_milli // MILLI,
               "policies": {name: {"unallocated_gpu_pct_at_100": r["unallocated_gpu_pct_at_100"],
                                   "published": r["published"], "per_order": r["per_seed"],
                                   "failed_pods": r["failed_pods"],

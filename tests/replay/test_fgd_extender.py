@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from extender.state.store import RedisStore
+from replay.fgd_cluster import ClusterState
 from replay.fgd_extender import ExtenderOnFgd, share_annotation
-from replay.fgd_protocol import ClusterState, run
+from replay.fgd_protocol import run
 from replay.fgd_workload import Pod, Pods, make_nodes
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from replay.fgd_cluster import ClusterState, feasible
 from replay.fgd_policies import (
     FGD,
     BestFit,
@@ -20,7 +21,7 @@ from replay.fgd_policies import (
     TargetWorkload,
     make_policy,
 )
-from replay.fgd_protocol import ClusterState, Curve, feasible, figure_at, run, run_protocol
+from replay.fgd_protocol import Curve, figure_at, run, run_protocol
 from replay.fgd_workload import Pod, Pods, load_trace, make_nodes, sample_workload
 from replay.workloads import ReplayError
 
