@@ -271,7 +271,7 @@ class Estimator:
         memories = [own.get(g, self._predictors[mem_target]) for g in self._gpus]
         for gpu, predictor in own.items():  # a card's own fit predicts its column
             column = self._gpus.index(gpu)
-            mem[:, column] = self._predict(mem_target, features, predictor)[:, column]
+            mem[:, column] = self._predict(mem_target, features, predictor, [column])[:, 0]
         seen = [m.seen(g) for m, g in zip(memories, self._gpus, strict=True)]
         out = []
         for j, job in enumerate(features):
@@ -306,14 +306,16 @@ class Estimator:
         return out.reshape(len(features), len(gpus))
 
     def _predict(self, target: str, features: list[JobFeatures],
-                 predictor: _Predictor | None = None) -> np.ndarray:
-        """(jobs, GPU types) predictions: one row per job and catalogue type, in one call
-        (by `predictor`: None, the target's shared artefact)."""
+                 predictor: _Predictor | None = None, gpus: list[int] | None = None
+                 ) -> np.ndarray:
+        """(jobs, GPU types) predictions: one row per job and catalogue type (`gpus`: those
+        indices only), in one call (by `predictor`: None, the target's shared artefact)."""
         predictor = predictor or self._predictors[target]
         jobs = [asdict(f) for f in features]
-        n = len(self._gpus)
+        index = np.arange(len(self._gpus)) if gpus is None else np.asarray(gpus)
+        n = len(index)
         X = np.column_stack([
-            np.tile(self._gpu_rows[c], len(jobs)) if c in self._gpu_rows
+            np.tile(self._gpu_rows[c][index], len(jobs)) if c in self._gpu_rows
             else np.repeat([float(job[c]) for job in jobs], n)
             for c in predictor.columns
         ])  # fmt: skip
