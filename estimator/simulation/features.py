@@ -35,6 +35,7 @@ from torch.distributed._tools.mem_tracker import MemTracker
 from torch.utils.flop_counter import FlopCounterMode
 
 from estimator.simulation import allocator_trace
+from estimator.simulation.attention import cuda_attention
 from estimator.simulation.workspace import DeviceMemory, device_memory
 from estimator.zoo import ModelSpec, get_spec
 
@@ -170,7 +171,7 @@ def _prepare(name: str, task: str, batches: Iterable[int]) -> tuple[ModelSpec, n
 def _device_one(spec: ModelSpec, real_model: nn.Module, task: str, batch: int) -> DeviceMemory:
     mode = FakeTensorMode()
     model = _fake_copy(real_model, mode)
-    with mode:
+    with mode, cuda_attention():
         def make_batch() -> tuple[torch.Tensor, torch.Tensor]:
             return example_input(spec, batch), torch.randint(0, spec.num_classes, (batch,))
 
@@ -192,7 +193,7 @@ def _device_columns(device: DeviceMemory) -> dict[str, float]:
 def _simulate_one(spec: ModelSpec, real_model: nn.Module, task: str, batch: int) -> SimulatedPeak:
     mode = FakeTensorMode()
     model = _fake_copy(real_model, mode)
-    with mode:
+    with mode, cuda_attention():
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
         inputs = example_input(spec, batch)
         labels = torch.randint(0, spec.num_classes, (batch,))

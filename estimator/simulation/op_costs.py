@@ -29,6 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry
 
+from estimator.simulation.attention import cuda_attention
 from estimator.simulation.features import _fake_copy, example_input, run_step
 from estimator.zoo import get_spec
 
@@ -94,7 +95,7 @@ def op_costs(name: str, task: str, batch: int) -> OpCosts:
     spec = get_spec(name)
     mode = FakeTensorMode()
     model = _fake_copy(spec.build(), mode)
-    with mode:
+    with mode, cuda_attention():
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, foreach=True)
         inputs = example_input(spec, batch)
         labels = torch.randint(0, spec.num_classes, (batch,))
