@@ -13,7 +13,10 @@ dispatch mode that sees every ATen operation the GPU would run. Each is put in o
 
 FLOPs come from PyTorch's own counters (`torch.utils.flop_counter`), bytes are the sizes
 of every tensor an operation reads and writes, and an operation that only makes a view
-or an uninitialised tensor launches no kernel and moves nothing. The optimizer runs with
+or an uninitialised tensor launches no kernel and moves nothing. A batch normalisation in
+training reads its input twice, once for the batch's statistics and once to normalise
+(its backward: the gradient and the input, to reduce and then to apply), as both PyTorch's
+CUDA kernels and cuDNN's spatial mode run it; in eval mode it is one pass. The optimizer runs with
 ``foreach=True``, as it does on CUDA tensors: one operation per list of tensors.
 `estimator.timing` turns these figures into seconds on each GPU type.
 """
@@ -38,6 +41,8 @@ aten = torch.ops.aten
 
 _CONV = {aten.convolution, aten._convolution, aten.convolution_backward, aten.cudnn_convolution,
          aten.convolution_overrideable, aten._slow_conv2d_forward}
+_BATCH_NORM = {aten.native_batch_norm, aten._native_batch_norm_legit,
+               aten._native_batch_norm_legit_functional}
 #: Allocations without a kernel (the caching allocator hands out memory as it is).
 _NO_KERNEL = {aten.empty, aten.empty_like, aten.empty_strided, aten.new_empty,
               aten.new_empty_strided, aten.lift_fresh, aten.detach, aten.alias}
@@ -74,10 +79,23 @@ class _OpCostMode(TorchDispatchMode):
         kind = "conv" if packet in _CONV else "mm" if packet in flop_registry else "other"
         if packet in flop_registry:
             self.flops[kind] += flop_registry[packet](*args, **kwargs, out_val=out)
-        self.bytes[kind] += sum(t.numel() * t.element_size() for t in tree_leaves((args, kwargs, out))
-                                if isinstance(t, torch.Tensor))
+        self.bytes[kind] += _nbytes((args, kwargs, out)) + _second_pass_bytes(func, args, kwargs)
         self.kernels += 1
         return out
+
+
+def _nbytes(tree: object) -> int:
+    return sum(t.numel() * t.element_size() for t in tree_leaves(tree) if isinstance(t, torch.Tensor))
+
+
+def _second_pass_bytes(func, args, kwargs) -> int:  # noqa: ANN001
+    """What a batch normalisation over the batch reads again after its statistics pass."""
+    named = {a.name: v for a, v in zip(func._schema.arguments, args, strict=False)} | kwargs
+    if func._overloadpacket in _BATCH_NORM and named.get("training"):
+        return _nbytes(named["input"])
+    if func._overloadpacket is aten.native_batch_norm_backward and named.get("train"):
+        return _nbytes((named["grad_out"], named["input"]))
+    return 0
 
 
 def _launches_a_kernel(func, out) -> bool:  # noqa: ANN001
