@@ -37,7 +37,7 @@ for _op, _formula in _CPU_FUSED.items():
 _math_attention = F.scaled_dot_product_attention
 
 
-def _fused_attention(query, key, value, attn_mask=None, dropout_p=0.0,  # noqa: ANN001, ANN202
+def _fused_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                      is_causal=False, scale=None, enable_gqa=False):
     try:
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):

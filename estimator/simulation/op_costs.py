@@ -88,7 +88,7 @@ def _nbytes(tree: object) -> int:
     return sum(t.numel() * t.element_size() for t in tree_leaves(tree) if isinstance(t, torch.Tensor))
 
 
-def _second_pass_bytes(func, args, kwargs) -> int:  # noqa: ANN001
+def _second_pass_bytes(func, args, kwargs) -> int:
     """What a batch normalisation over the batch reads again after its statistics pass."""
     named = {a.name: v for a, v in zip(func._schema.arguments, args, strict=False)} | kwargs
     if func._overloadpacket in _BATCH_NORM and named.get("training"):

@@ -21,7 +21,7 @@ class _Shapes(TorchDispatchMode):
         super().__init__()
         self.shapes: list[tuple[int, ...]] = []
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         for t in out if isinstance(out, tuple | list) else (out,):
             if isinstance(t, torch.Tensor):
