@@ -16,7 +16,8 @@ of every tensor an operation reads and writes, and an operation that only makes 
 or an uninitialised tensor launches no kernel and moves nothing. A batch normalisation in
 training reads its input twice, once for the batch's statistics and once to normalise
 (its backward: the gradient and the input, to reduce and then to apply), as both PyTorch's
-CUDA kernels and cuDNN's spatial mode run it; in eval mode it is one pass. The optimizer runs with
+CUDA kernels and cuDNN's spatial mode run it; in eval mode it is one pass. Attention is
+traced fused, as on a GPU (`estimator.simulation.attention`). The optimizer runs with
 ``foreach=True``, as it does on CUDA tensors: one operation per list of tensors.
 `estimator.timing` turns these figures into seconds on each GPU type.
 """
