@@ -86,7 +86,8 @@ class _OpCostMode(TorchDispatchMode):
 
 
 def _nbytes(tree: object) -> int:
-    return sum(t.numel() * t.element_size() for t in tree_leaves(tree) if isinstance(t, torch.Tensor))
+    return sum(t.numel() * t.element_size() for t in tree_leaves(tree)
+               if isinstance(t, torch.Tensor))
 
 
 def _second_pass_bytes(func, args, kwargs) -> int:
