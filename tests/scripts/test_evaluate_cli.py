@@ -52,3 +52,22 @@ def test_service_mode_scores_the_committed_artefacts_against_profiled_rows(tmp_p
         assert "error:" in capsys.readouterr().err
     assert evaluate.main(["--service", str(tmp_path)]) == 1  # a directory
     assert "is not a file" in capsys.readouterr().err
+
+
+def test_a_held_out_gpus_time_is_marked_as_the_service_prices_it(capsys) -> None:
+    """The service times a GPU type its time artefacts never saw from the hardware: one GPU
+    type out, the design marked chosen is that one, not the committed regression."""
+    import json
+    from pathlib import Path
+
+    from estimator.predict import HARDWARE_DESIGN
+
+    measured = Path(__file__).resolve().parents[2] / "profiles" / "measured" / "H200.csv"
+    argv = ["--target", "train-time", "--measurements", str(measured), "--gpu", "H200",
+            "--designs", "ours", HARDWARE_DESIGN, "--jobs", "1", "--json"]
+    assert evaluate.main([*argv, "--protocol", "logo"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["chosen"] == HARDWARE_DESIGN
+    assert report["reconstructed_data"] is False  # the H200's rows are measured
+    assert evaluate.main([*argv, "--protocol", "lomo"]) == 0
+    assert json.loads(capsys.readouterr().out)["chosen"] == "ours"
