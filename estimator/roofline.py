@@ -134,6 +134,12 @@ def efficiencies(pooled: np.ndarray, deviation: np.ndarray) -> dict[str, float]:
             "input_s_per_sample": float(per_sample)}
 
 
+def blended(data_fit: np.ndarray, hardware: np.ndarray) -> np.ndarray:
+    """A time on a GPU type the data fit has seen: the equal-weight geometric mean of the
+    data fit's and the roofline's (`estimator.fitting.regressors.BlendedTimeRegressor`)."""
+    return np.sqrt(np.asarray(data_fit, float) * np.asarray(hardware, float))
+
+
 def unit_time(X: np.ndarray, pooled: np.ndarray, deviation: dict[int, np.ndarray]) -> np.ndarray:
     """Each row's time in its unit (`COLUMNS`), for the learned parameters: `pooled` (z_e,
     z_m, log kappa, log b, log h) and per architecture code (delta z_e, delta z_m)."""
