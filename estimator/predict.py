@@ -295,8 +295,9 @@ class Estimator:
         hardware = self._from_hardware(target, features, every) * SECONDS_PER_UNIT[target]
         traced = ~np.isnan(hardware[:, 0])
         seen = np.array([self._predictors[target].seen(g) for g in self._gpus])
-        priced = np.where(seen, roofline.blended(unit_s, hardware), hardware) \
-            if target == BLENDED_TARGET else np.where(seen, unit_s, hardware)
+        priced = np.where(seen, unit_s, hardware)
+        if target == BLENDED_TARGET and seen.any():
+            priced[:, seen] *= roofline.leveled(unit_s[:, seen], hardware[:, seen])[:, None]
         unit_s[traced] = priced[traced]
 
     def _from_hardware(self, target: str, features: list[JobFeatures],

@@ -175,31 +175,44 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
 
 
 class BlendedTimeRegressor(RegressorMixin, BaseEstimator):
-    """A training step's time on a GPU type the rows have seen: the geometric mean, with
-    equal weights, of a data fit over the model's and the GPU's descriptors (`_log_linear`,
-    the first `data_columns` columns) and the roofline (`RooflineRegressor`, the rest:
-    `roofline.COLUMNS`), the latter priced without an input pipeline, as the service prices
-    every job (`estimator.predict`: the job's input is not known). The two err apart: the
-    data fit extrapolates the descriptors it regressed on, the roofline misses what its
-    operation classes do not count; neither weight was fitted (equal weights, the usual
-    forecast combination)."""
+    """A training step's time on the GPU types the rows have seen: a data fit over the
+    model's and the GPU's descriptors (`_log_linear`, the first `data_columns` columns, of
+    which `data_gpu_columns` describe the GPU) sets how the cards compare, and its level,
+    over the cards fitted on, moves halfway to the roofline's (`RooflineRegressor`, the
+    rest: `roofline.COLUMNS`), priced without an input pipeline as the service prices every
+    job (`estimator.predict`: the job's input is not known). The data fit saw the cards
+    (with their loaders) but extrapolates a new model's weight from descriptors; the
+    roofline counts the model's operations. No weight was fitted (`roofline.leveled`)."""
 
-    def __init__(self, data_columns: int = 1) -> None:
+    def __init__(self, data_columns: int = 1, data_gpu_columns: tuple[int, ...] = ()) -> None:
         self.data_columns = data_columns
+        self.data_gpu_columns = data_gpu_columns
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> BlendedTimeRegressor:
         X, y = validate_data(self, X, y, y_numeric=True)
         self.data_ = _log_linear().fit(X[:, :self.data_columns], y)
         self.roofline_ = RooflineRegressor().fit(X[:, self.data_columns:], y)
+        self.cards_ = np.unique(X[:, self._gpu_columns()], axis=0)
         return self
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        check_is_fitted(self, "roofline_")
+        check_is_fitted(self, "cards_")
         X = validate_data(self, X, reset=False)
+        n, k = len(X), len(self.cards_)
+        on_cards = np.repeat(X, k, axis=0)  # each row on every card fitted on
+        on_cards[:, self._gpu_columns()] = np.tile(self.cards_, (n, 1))
+        data = self.data_.predict(on_cards[:, :self.data_columns]).reshape(n, k)
+        hardware = self.roofline_.predict(self._no_pipeline(on_cards)).reshape(n, k)
+        return self.data_.predict(X[:, :self.data_columns]) * roofline.leveled(data, hardware)
+
+    def _gpu_columns(self) -> list[int]:
+        return [*self.data_gpu_columns,
+                *(self.data_columns + roofline.COLUMNS.index(c) for c in roofline.GPU_COLUMNS)]
+
+    def _no_pipeline(self, X: np.ndarray) -> np.ndarray:
         hardware = X[:, self.data_columns:].copy()
         hardware[:, roofline.COLUMNS.index("input_pipeline")] = 0.0
-        return roofline.blended(self.data_.predict(X[:, :self.data_columns]),
-                                self.roofline_.predict(hardware))
+        return hardware
 
 
 class ColumnRegressor(RegressorMixin, BaseEstimator):
@@ -339,7 +352,8 @@ DESIGNS: dict[str, dict[str, Design]] = {
         # What the service serves on a GPU type the rows have seen: `ours` and `roofline`
         # together (leave one model out: 13.0 % average against 16.6 and 18.7 alone).
         "blend": Design("blend", (*_TRAIN_TIME_COLUMNS, *roofline.COLUMNS),
-                        lambda: BlendedTimeRegressor(len(_TRAIN_TIME_COLUMNS)), 0.0,
+                        lambda: BlendedTimeRegressor(len(_TRAIN_TIME_COLUMNS), tuple(
+                            _TRAIN_TIME_COLUMNS.index(c) for c in GPU_COLS)), 0.0,
                         served_from=("ours", "roofline")),
     },
     "infer-time": {
