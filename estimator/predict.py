@@ -24,10 +24,9 @@ and the reference cards keep theirs.
 Run time on a GPU type the time artefacts never saw comes from the hardware instead
 (`estimator.roofline`, artefacts ``train-time.roofline`` and ``infer-time.roofline``): the
 job's traced operations priced at that type's own data-sheet rates, as a step runs on
-synthetic input (no data loader). On the types they saw, inference time is the time
-artefact's and training time the geometric mean of the two (`roofline.blended`: leave
-one model out, 13.0 % average error against 16.6 % for the artefact alone). A model
-without traced operations (registered by users) keeps the time artefacts everywhere.
+synthetic input (no data loader); on the types they saw, the time artefacts as trained. A
+model without traced operations (registered by users) keeps the time artefacts
+everywhere.
 """
 
 from __future__ import annotations
@@ -52,9 +51,6 @@ TIME_TARGETS = {"train": "train-time", "inference": "infer-time"}
 #: Seconds per unit of each time target (per epoch; per request, in ms).
 SECONDS_PER_UNIT = {"train-time": 1.0, "infer-time": 1e-3}
 HARDWARE_DESIGN = "roofline"  # the time artefacts of GPU types the others never saw
-#: The time target whose seen GPU types blend the two (the authors' inference times are
-#: not physical: the roofline would only pull them off the rows they reproduce).
-BLENDED_TARGET = "train-time"
 
 
 @dataclass(frozen=True)
@@ -266,8 +262,11 @@ class Estimator:
         mem_target, time_target = MEMORY_TARGETS[task], TIME_TARGETS[task]
         mem = self._predict(mem_target, features)
         unit_s = self._predict(time_target, features) * SECONDS_PER_UNIT[time_target]
-        if time_target in self._hardware:
-            self._price_from_hardware(time_target, features, unit_s)
+        unseen = [i for i, g in enumerate(self._gpus) if not self._predictors[time_target].seen(g)]
+        if time_target in self._hardware and unseen:
+            from_hardware = self._from_hardware(time_target, features, unseen)
+            traced = ~np.isnan(from_hardware[:, 0])
+            unit_s[np.ix_(traced, unseen)] = from_hardware[traced] * SECONDS_PER_UNIT[time_target]
         own = self._own.get(mem_target, {})
         memories = [own.get(g, self._predictors[mem_target]) for g in self._gpus]
         for gpu, predictor in own.items():  # a card's own fit predicts its column
@@ -285,20 +284,6 @@ class Estimator:
                                       seen[i], families[i])
                         for i, name in enumerate(self._gpus)})
         return out
-
-    def _price_from_hardware(self, target: str, features: list[JobFeatures],
-                             unit_s: np.ndarray) -> None:
-        """Rewrite `unit_s` (jobs, GPU types; seconds) of the jobs with traced operations: a
-        type the time artefact never saw takes the roofline's time, a seen type's training
-        time the blend of both (`roofline.blended`)."""
-        every = list(range(len(self._gpus)))
-        hardware = self._from_hardware(target, features, every) * SECONDS_PER_UNIT[target]
-        traced = ~np.isnan(hardware[:, 0])
-        seen = np.array([self._predictors[target].seen(g) for g in self._gpus])
-        priced = np.where(seen, unit_s, hardware)
-        if target == BLENDED_TARGET and seen.any():
-            priced[:, seen] *= roofline.leveled(unit_s[:, seen], hardware[:, seen])[:, None]
-        unit_s[traced] = priced[traced]
 
     def _from_hardware(self, target: str, features: list[JobFeatures],
                        gpus: list[int]) -> np.ndarray:

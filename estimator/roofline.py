@@ -77,8 +77,6 @@ THROUGHPUT: dict[str, Throughput] = {
 }
 ARCHITECTURES = tuple(dict.fromkeys(t.architecture for t in THROUGHPUT.values()))
 
-#: The columns of `COLUMNS` that `gpu_columns` gives: the GPU's, not the job's.
-GPU_COLUMNS = ("conv_tflops", "mm_tflops", "mem_bandwidth_gbs", "architecture_code")
 #: Columns a `RooflineRegressor` reads, in this order.
 COLUMNS = ("op_conv_gflops", "op_mm_gflops", "op_conv_gb", "op_mm_gb", "op_other_gb",
            "op_kernels", "steps", "samples", "input_pipeline", "conv_tflops", "mm_tflops",
@@ -134,15 +132,6 @@ def efficiencies(pooled: np.ndarray, deviation: np.ndarray) -> dict[str, float]:
     return {"compute_efficiency": float(e), "memory_efficiency": float(m),
             "kernel_s": float(per_kernel), "input_s_per_batch": float(per_batch),
             "input_s_per_sample": float(per_sample)}
-
-
-def leveled(data_fit: np.ndarray, hardware: np.ndarray) -> np.ndarray:
-    """Per job (rows; columns: the GPU types a data fit saw), the factor that moves the
-    data fit's level halfway to the roofline's, keeping how it compares the types: the
-    geometric mean over the types of sqrt(hardware / data fit)
-    (`estimator.fitting.regressors.BlendedTimeRegressor`)."""
-    ratio = np.log(np.asarray(hardware, float) / np.asarray(data_fit, float))
-    return np.exp(0.5 * ratio.mean(axis=1))
 
 
 def unit_time(X: np.ndarray, pooled: np.ndarray, deviation: dict[int, np.ndarray]) -> np.ndarray:

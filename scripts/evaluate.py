@@ -36,8 +36,8 @@ from estimator.fitting.own_fits import TARGETS as OWN_FIT_TARGETS
 from estimator.fitting.evaluation import (
     ANCHORS, PROTOCOLS, evaluate_by_family, residual_parts, score_service,
 )  # fmt: skip
-from estimator.predict import BLENDED_TARGET, HARDWARE_DESIGN, Estimator
-from estimator.fitting.regressors import BASELINE, BLENDED_DESIGN, CHOSEN, DESIGNS
+from estimator.predict import HARDWARE_DESIGN, Estimator
+from estimator.fitting.regressors import BASELINE, CHOSEN, DESIGNS
 
 COLUMNS = ("rmse", "rmsle", "avg_err_pct", "max_err_pct", "under_alloc_pct", "over_alloc_pct")
 #: Time is never padded: predicted over actual replaces the allocation columns.
@@ -132,12 +132,9 @@ def main(argv: list[str] | None = None) -> int:
 def _served(target: str, protocol: str, results: dict) -> str:
     """The design the service would price the held-out rows with (marked ``*``): the
     committed one, but a time on a GPU type its artefacts never saw (`logo`) comes from the
-    hardware, and a training time on a type they saw from the blend of both
-    (`estimator.predict`)."""
+    hardware (`estimator.predict`)."""
     if target.endswith("-time") and protocol == "logo" and HARDWARE_DESIGN in results:
         return HARDWARE_DESIGN
-    if target == BLENDED_TARGET and protocol != "logo" and BLENDED_DESIGN in results:
-        return BLENDED_DESIGN
     return CHOSEN if CHOSEN in results else next(iter(results))
 
 

@@ -14,8 +14,6 @@
   GPU characteristics (Table V: CUDA cores, bandwidth, SMs for training memory;
   all five for the other predictors).
 * torchinfo's "Estimated Total Size" (no fitting), the paper's Table IV baseline.
-* `BlendedTimeRegressor` (training time on a GPU type the data has seen): the geometric
-  mean of the data fit and the roofline, as `estimator.predict` serves it.
 
 Every design maps a DataFrame (`estimator.reference.tables`) to a matrix through its
 `columns`; the regressors only see numbers.
@@ -174,47 +172,6 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
                    for code, d in sorted(self.deviation_.items())}}
 
 
-class BlendedTimeRegressor(RegressorMixin, BaseEstimator):
-    """A training step's time on the GPU types the rows have seen: a data fit over the
-    model's and the GPU's descriptors (`_log_linear`, the first `data_columns` columns, of
-    which `data_gpu_columns` describe the GPU) sets how the cards compare, and its level,
-    over the cards fitted on, moves halfway to the roofline's (`RooflineRegressor`, the
-    rest: `roofline.COLUMNS`), priced without an input pipeline as the service prices every
-    job (`estimator.predict`: the job's input is not known). The data fit saw the cards
-    (with their loaders) but extrapolates a new model's weight from descriptors; the
-    roofline counts the model's operations. No weight was fitted (`roofline.leveled`)."""
-
-    def __init__(self, data_columns: int = 1, data_gpu_columns: tuple[int, ...] = ()) -> None:
-        self.data_columns = data_columns
-        self.data_gpu_columns = data_gpu_columns
-
-    def fit(self, X: np.ndarray, y: np.ndarray) -> BlendedTimeRegressor:
-        X, y = validate_data(self, X, y, y_numeric=True)
-        self.data_ = _log_linear().fit(X[:, :self.data_columns], y)
-        self.roofline_ = RooflineRegressor().fit(X[:, self.data_columns:], y)
-        self.cards_ = np.unique(X[:, self._gpu_columns()], axis=0)
-        return self
-
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        check_is_fitted(self, "cards_")
-        X = validate_data(self, X, reset=False)
-        n, k = len(X), len(self.cards_)
-        on_cards = np.repeat(X, k, axis=0)  # each row on every card fitted on
-        on_cards[:, self._gpu_columns()] = np.tile(self.cards_, (n, 1))
-        data = self.data_.predict(on_cards[:, :self.data_columns]).reshape(n, k)
-        hardware = self.roofline_.predict(self._no_pipeline(on_cards)).reshape(n, k)
-        return self.data_.predict(X[:, :self.data_columns]) * roofline.leveled(data, hardware)
-
-    def _gpu_columns(self) -> list[int]:
-        return [*self.data_gpu_columns,
-                *(self.data_columns + roofline.COLUMNS.index(c) for c in roofline.GPU_COLUMNS)]
-
-    def _no_pipeline(self, X: np.ndarray) -> np.ndarray:
-        hardware = X[:, self.data_columns:].copy()
-        hardware[:, roofline.COLUMNS.index("input_pipeline")] = 0.0
-        return hardware
-
-
 class ColumnRegressor(RegressorMixin, BaseEstimator):
     """Predicts one input column as it is (a formula baseline such as torchinfo's)."""
 
@@ -275,8 +232,7 @@ class Design:
     `pad` is ``"held-out"`` (E from nested held-out error, `estimator.padding`)
     or a fixed fraction (the paper's published 8.98 %). `fit_target`: the target whose
     rows the design is fitted on, when not its own (a time model fitted on training steps
-    and asked for inference passes). `served_from`: the designs whose artefacts the
-    service combines into this one (it has no artefact of its own).
+    and asked for inference passes).
     """
 
     name: str
@@ -284,7 +240,6 @@ class Design:
     make: Callable[[], RegressorMixin]
     pad: str | float = "held-out"
     fit_target: str | None = None
-    served_from: tuple[str, ...] = ()
 
     @property
     def workspace_margin(self) -> bool:
@@ -298,8 +253,6 @@ GPU_COLS = CHARACTERISTICS
 PAPER_MEM_GPU_COLS = ("cuda_cores", "mem_bandwidth_gbs", "sm_count")  # Table V, (1,3,4)
 SIM_COLS = ("sim_params_mb", "sim_grads_mb", "sim_activations_mb", "sim_temp_mb",
             "sim_optimizer_mb", "params_mb", "activations_mb", "batch")  # fmt: skip
-
-_TRAIN_TIME_COLUMNS = ("sim_gflops", "batch", "params_mb", "activations_mb", *GPU_COLS)
 
 DESIGNS: dict[str, dict[str, Design]] = {
     "train-mem": {
@@ -343,18 +296,14 @@ DESIGNS: dict[str, dict[str, Design]] = {
     },
     "train-time": {
         # Chosen by leave-one-model-out error: log-linear extrapolates to unseen models.
-        "ours": Design("ours", _TRAIN_TIME_COLUMNS, _log_linear, 0.0),
-        "log-forest": Design("log-forest", _TRAIN_TIME_COLUMNS, _log_forest, 0.0),
+        "ours": Design("ours", ("sim_gflops", "batch", "params_mb", "activations_mb", *GPU_COLS),
+                       _log_linear, 0.0),
+        "log-forest": Design("log-forest", ("sim_gflops", "batch", "params_mb", "activations_mb",
+                                            *GPU_COLS), _log_forest, 0.0),
         "paper-rfr": Design("paper-rfr", ("activations_mb", "params_mb", "input_mb", *GPU_COLS),
                             _paper_rfr, 0.0),
         # Each class of operation bounded by the GPU's peak rates (`estimator.roofline`).
         "roofline": Design("roofline", roofline.COLUMNS, RooflineRegressor, 0.0),
-        # What the service serves on a GPU type the rows have seen: `ours` and `roofline`
-        # together (leave one model out: 13.0 % average against 16.6 and 18.7 alone).
-        "blend": Design("blend", (*_TRAIN_TIME_COLUMNS, *roofline.COLUMNS),
-                        lambda: BlendedTimeRegressor(len(_TRAIN_TIME_COLUMNS), tuple(
-                            _TRAIN_TIME_COLUMNS.index(c) for c in GPU_COLS)), 0.0,
-                        served_from=("ours", "roofline")),
     },
     "infer-time": {
         "ours": Design("ours", ("sim_gflops", "params_mb", "activations_mb", *GPU_COLS),
@@ -371,4 +320,3 @@ DESIGNS: dict[str, dict[str, Design]] = {
 }
 CHOSEN = "ours"
 BASELINE = "paper-rfr"
-BLENDED_DESIGN = "blend"  # what the service serves for a training time on a seen GPU type

@@ -1,7 +1,6 @@
 import json
 import shutil
 
-import numpy as np
 import pytest
 
 from estimator.catalogue import CATALOGUE
@@ -181,11 +180,9 @@ def test_a_card_profiled_on_another_stack_is_sized_by_its_own_fit(estimator) -> 
 
 
 def test_time_on_a_type_no_time_artefact_saw_comes_from_its_own_peak_rates(tmp_path) -> None:
-    """Every catalogue type the time artefacts never saw is priced by the roofline from its
-    own data-sheet rates, so two unseen types differ as their hardware does; the seen
-    types' training times keep the artefact's ratios at a level halfway to the roofline's,
-    their inference times the artefact's; without the roofline artefacts (or traced operations)
-    every type keeps the time artefacts."""
+    """Seen types keep the trained time artefacts; every other catalogue type is priced by
+    the roofline from its own data-sheet rates, so two unseen types differ as their
+    hardware does; without the roofline artefacts (or traced operations) nothing changes."""
     from estimator import portable
     from estimator.feature_table import FeatureTable
 
@@ -198,17 +195,7 @@ def test_time_on_a_type_no_time_artefact_saw_comes_from_its_own_peak_rates(tmp_p
         path.unlink()
     without = Estimator.load(models_dir=tmp_path / "models")
     before = {g: e.predicted_s for g, e in without.estimate(job).items()}
-    gpus = list(CATALOGUE)
-    features = served.table.job_features("resnet50", "train", 32)
-    hardware = dict(zip(gpus, 2 * served._from_hardware("train-time", [features],
-                                                        list(range(len(gpus))))[0],
-                        strict=True))
-    level = np.exp(np.mean([0.5 * np.log(hardware[g] / before[g]) for g in seen]))
-    assert seen and all(times[g] == pytest.approx(before[g] * level) for g in seen)
-    assert all(times[g] == pytest.approx(hardware[g]) for g in set(gpus) - seen)
-    request = Job("resnet50", "inference", 32, 1000)
-    assert {g for g, e in served.estimate(request).items()
-            if e.predicted_s == without.estimate(request)[g].predicted_s} == seen
+    assert {g for g in CATALOGUE if times[g] == before[g]} == seen
     assert times["H200"] < times["A100-80GB"] < times["T4"]  # 4.8, 2.0, 0.3 TB/s
     assert times["H100-80GB"] != times["H200"]  # same compute, different bandwidth
     # A model without traced operations (users' own models) keeps the time artefacts.
