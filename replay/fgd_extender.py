@@ -42,7 +42,7 @@ from extender.settings import Settings
 from extender.wire.builders import pod_object
 from replay.engine import SimNode
 from replay.fgd_cluster import ClusterState
-from replay.fgd_policies import Choice, Policy, pick_node
+from replay.fgd_policies import Choice, Policy, anywhere, pick_node
 from replay.fgd_workload import Pod
 from replay.openb import GPU_CODES
 from replay.policies import ExtenderPolicy
@@ -110,10 +110,9 @@ class ExtenderOnFgd(Policy):
         return self.spent_s + (self.extender.seconds if self.extender is not None else 0.0)
 
     def choose(self, state: ClusterState, pod: Pod) -> Choice | None:
-        ok = (state.cpu_left >= pod.cpu) & (state.mem_left >= pod.mem)
         if not pod.gpu_request:  # every node that fits scores alike
-            node = pick_node(state, ok, np.zeros(len(state), np.int64))
-            return None if node is None else (node, ())
+            return anywhere(state, pod)
+        ok = (state.cpu_left >= pod.cpu) & (state.mem_left >= pod.mem)
         assert self.extender is not None, "reset first"
         ok &= state.spec_mask(pod.spec) & (state.nodes.gpus > 0)
         allowed = [state.nodes.names[i] for i in np.flatnonzero(ok)]

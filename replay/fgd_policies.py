@@ -50,6 +50,13 @@ def pick_node(state: ClusterState, ok: np.ndarray, score: np.ndarray) -> int | N
     return int(np.argmin(np.where(top, state.rank, _BIG)))
 
 
+def anywhere(state: ClusterState, pod: Pod) -> Choice | None:
+    """A pod asking no GPU as kube-scheduler places it under our profile, where the extender
+    never sees it and no scorer tells the nodes apart: any node that fits, ties at random."""
+    node = pick_node(state, feasible(state, pod), np.zeros(len(state), np.int64))
+    return None if node is None else (node, ())
+
+
 def exclusive_gpus(state: ClusterState, node: int, pod: Pod) -> tuple[int, ...]:
     """The first `num_gpu` fully free GPUs of the node, by index."""
     return tuple(int(g) for g in np.flatnonzero(state.gpu_left[node] == MILLI)[:pod.num_gpu])
@@ -315,18 +322,31 @@ class FGD(Policy):
         return _fgd_score(before, self.frag(cpu, after, model)), np.zeros(len(nodes), np.int64)
 
 
+class FGDOnGpuPods(FGD):
+    """FGD deciding the pods that ask a GPU only, the others placed as ours' are (`anywhere`):
+    FGD under the condition ours runs under. (In the simulator FGD places every pod, and
+    where a pod asking no GPU eats a node's CPU decides which GPUs stay reachable.)"""
+    name = "fgd-gpu-pods"
+
+    def choose(self, state: ClusterState, pod: Pod) -> Choice | None:
+        return super().choose(state, pod) if pod.gpu_request else anywhere(state, pod)
+
+
 POLICIES = {"random": RandomFit, "dot-product": DotProduct, "clustering": GpuClustering,
-            "packing": GpuPacking, "best-fit": BestFit, "fgd": FGD}
+            "packing": GpuPacking, "best-fit": BestFit, "fgd": FGD,
+            "fgd-gpu-pods": FGDOnGpuPods}
+#: The policies that score against the trace's typical pods.
+TARGETED = ("fgd", "fgd-gpu-pods")
 
 
 def make_policy(name: str, pods: Pods | None = None) -> Policy:
     """A fresh policy by name; FGD needs the trace's pod list for its target workload."""
     if name not in POLICIES:
         raise ValueError(f"policy {name!r}: expected one of {', '.join(POLICIES)}")
-    if name == "fgd":
+    if name in TARGETED:
         if pods is None:
             raise ValueError("FGD needs the pod list for its target workload")
-        return FGD(TargetWorkload.from_pods(pods))
+        return POLICIES[name](TargetWorkload.from_pods(pods))
     return POLICIES[name]()
 
 
@@ -335,11 +355,13 @@ __all__: Sequence[str] = (
     "POLICIES",
     "BestFit",
     "DotProduct",
+    "FGDOnGpuPods",
     "Fragmentation",
     "GpuClustering",
     "GpuPacking",
     "RandomFit",
     "TargetWorkload",
+    "anywhere",
     "make_policy",
     "pick_node",
 )

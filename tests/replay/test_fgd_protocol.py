@@ -137,6 +137,23 @@ def test_multi_gpu_pods_take_whole_free_gpus_on_one_node() -> None:
         assert policy.choose(state, pod(num=4, milli=1000)) is None
 
 
+def test_fgd_on_gpu_pods_leaves_the_pods_asking_no_gpu_to_chance() -> None:
+    """FGD keeps a pod asking no GPU off the node whose free GPUs need the CPU it would eat;
+    under our profile (and in FGD's variant run beside ours) it goes to any node that fits,
+    here the lowest rank; pods asking a GPU are decided alike."""
+    # n0: 8 free GPUs and 8 cores; n1: its 8 GPUs all held, 8 cores left.
+    whole = pod(cpu=0, num=8, milli=1000)
+    state = cluster([(8000, 65536, 8, "G2"), (16000, 65536, 8, "G2")], rank=[0, 1],
+                    placed=[(1, tuple(range(8)), whole)])
+    typical = Pods.of([("t", 4000, 1024, 1, 1000)])  # one GPU and 4 cores
+    fgd, only_gpu = make_policy("fgd", typical), make_policy("fgd-gpu-pods", typical)
+    for policy in (fgd, only_gpu):
+        policy.reset(state)
+        assert policy.choose(state, pod(cpu=4000, num=1, milli=1000))[0] == 0
+    assert fgd.choose(state, pod(cpu=6000)) == (1, ())
+    assert only_gpu.choose(state, pod(cpu=6000)) == (0, ())
+
+
 def test_ties_go_to_the_lowest_rank() -> None:
     state = cluster([(64000, 65536, 8, "G2")] * 4, rank=[3, 1, 0, 2])
     for policy in (BestFit(), GpuPacking(), GpuClustering(), DotProduct(),
@@ -268,7 +285,7 @@ def test_the_cli_reports_each_baseline_against_the_published_figure(capsys, tmp_
     report = json.loads(capsys.readouterr().out)
     assert report["protocol"] == "fgd" and report["seeds"] == [1, 2]
     assert set(report["policies"]) == {"random", "dot-product", "clustering", "packing",
-                                       "best-fit", "fgd", "ours"}
+                                       "best-fit", "fgd", "fgd-gpu-pods", "ours"}
     ours = report["policies"]["ours"]
     assert ours["published"] is None and ours["decisions_per_s"] > 0
     assert 0 <= ours["unallocated_gpu_pct_at_100"] <= 100
