@@ -42,6 +42,7 @@ CHROMEDRIVER = Path("/usr/bin/chromedriver")
 PACKAGES = ("chromium", "chromium-driver")
 NOW = 1_790_000_000.0  # the data's time: 2026-09-21 14:13:20 UTC
 WAIT_S = 10.0  # at most, for a render (the page fetches at once, then every 3 s)
+APT_LOCK_WAIT_S = 600  # for another process's apt-get to finish
 
 
 @pytest.fixture(scope="session")
@@ -54,10 +55,13 @@ def chromium() -> Path:
             pytest.skip(f"{CHROMIUM} or {CHROMEDRIVER} missing and apt-get unusable here (needs "
                         f"root): apt-get install {' '.join(PACKAGES)}")
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        install = [apt, "install", "-y", "--no-install-recommends", *PACKAGES]
+        # Another test process may be installing them at the same moment (each xdist
+        # worker runs this fixture): wait for its lock rather than fail on it.
+        wait = ("-o", f"DPkg::Lock::Timeout={APT_LOCK_WAIT_S}")
+        install = [apt, *wait, "install", "-y", "--no-install-recommends", *PACKAGES]
         done = subprocess.run(install, env=env, capture_output=True, text=True)
         if done.returncode != 0:  # stale package lists: refresh them once
-            subprocess.run([apt, "update"], env=env, capture_output=True, check=False)
+            subprocess.run([apt, *wait, "update"], env=env, capture_output=True, check=False)
             done = subprocess.run(install, env=env, capture_output=True, text=True)
         if done.returncode != 0:
             pytest.skip(f"could not install {' '.join(PACKAGES)}: {done.stderr.strip()[-300:]}")
