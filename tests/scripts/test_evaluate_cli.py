@@ -54,7 +54,7 @@ def test_service_mode_scores_the_committed_artefacts_against_profiled_rows(tmp_p
     assert "is not a file" in capsys.readouterr().err
 
 
-def test_a_held_out_gpus_time_is_marked_as_the_service_prices_it(capsys) -> None:
+def test_a_held_out_gpus_time_is_marked_as_the_service_prices_it(capsys, data_dir) -> None:
     """The service times a GPU type its time artefacts never saw from the hardware: one GPU
     type out, the design marked chosen is that one, not the committed regression."""
     import json
@@ -63,8 +63,8 @@ def test_a_held_out_gpus_time_is_marked_as_the_service_prices_it(capsys) -> None
     from estimator.predict import HARDWARE_DESIGN
 
     measured = Path(__file__).resolve().parents[2] / "profiles" / "measured" / "H200.csv"
-    argv = ["--target", "train-time", "--measurements", str(measured), "--gpu", "H200",
-            "--designs", "ours", HARDWARE_DESIGN, "--jobs", "1", "--json"]
+    argv = ["--target", "train-time", "--data", str(data_dir), "--measurements", str(measured),
+            "--gpu", "H200", "--designs", "ours", HARDWARE_DESIGN, "--jobs", "1", "--json"]
     assert evaluate.main([*argv, "--protocol", "logo"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["chosen"] == HARDWARE_DESIGN

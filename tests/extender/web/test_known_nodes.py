@@ -136,7 +136,10 @@ def test_the_service_answers_a_resent_node_list_as_a_new_one(client, client_with
     """Through the verbs: pods in front of the same captured node objects in new orders,
     answered by an app that remembers them and by one that remembers nothing, on the same
     state; the node objects come back unchanged however often they were shared."""
-    fixture = sorted(FIXTURES.glob("*/filter-full-nodes.request.json"))[-1]
+    captured = sorted(FIXTURES.glob("*/filter-full-nodes.request.json"))
+    if not captured:
+        pytest.skip(f"no filter-full-nodes request captured under {FIXTURES}")
+    fixture = captured[-1]
     fresh = client_with()
     fresh.application.extensions["schedtune.known_nodes"] = KnownNodeObjects(max_bytes=0)
     sent_items = orjson.loads(fixture.read_bytes())["Nodes"]["items"]
