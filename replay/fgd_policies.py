@@ -1,6 +1,7 @@
 """The six node/GPU choosers of FGD's evaluation (USENIX ATC '23), after the score plugins of
 github.com/hkust-adsl/kubernetes-scheduler-simulator (commit 8f3d641; own numpy code, none
-copied). Each has ``choose(state, pod) -> (node_index, gpu_indices) | None`` over a
+copied), and FGD held to the pods that ask a GPU (`FGDOnGpuPods`, the condition ours runs
+under). Each has ``choose(state, pod) -> (node_index, gpu_indices) | None`` over a
 `replay.fgd_cluster.ClusterState`; None when no node passes the filter (`feasible`).
 
 How the simulator runs them (``experiments/run_scripts/generate_run_scripts.py``,
