@@ -15,7 +15,8 @@ Four kinds, nested as the designs nest them:
 * `Residual`: `ResidualPeakRegressor`'s per-GPU anchor corrected by its forest (or by
   nothing, when it was fitted without one);
 * `Column`: one input column as it is (torchinfo's estimate);
-* `Roofline`: `estimator.roofline`'s learned efficiencies.
+* `Roofline`: `estimator.roofline`'s learned efficiencies;
+* `CardRates`: `estimator.card_rates`' rates per card, and the regressor for the rest.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from estimator import roofline
+from estimator import card_rates, roofline
 from estimator.errors import ArtefactError
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "profiles" / "models"
@@ -204,8 +205,37 @@ class Roofline:
         return cls(*(arrays[f"{prefix}{k}"] for k in ("pooled", "architectures", "deviations")))
 
 
+@dataclass(frozen=True, eq=False)
+class CardRates:
+    """`estimator.card_rates`' epoch time on the cards fitted; `fallback` (reading the
+    columns after `card_rates.COLUMNS`) for other cards and untraced steps."""
+
+    cards: np.ndarray
+    rates: np.ndarray
+    fallback: Regressor
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        X = np.asarray(X, dtype=float)
+        n = len(card_rates.COLUMNS)
+        out = card_rates.epoch_time(X[:, :n], self.cards, self.rates)
+        rest = np.isnan(out)
+        if rest.any():
+            out[rest] = self.fallback.predict(X[rest, n:])
+        return out
+
+    def to_arrays(self, prefix: str) -> Arrays:
+        return {f"{prefix}kind": np.array("card-rates"), f"{prefix}cards": self.cards,
+                f"{prefix}rates": self.rates, **self.fallback.to_arrays(f"{prefix}fallback.")}
+
+    @classmethod
+    def from_arrays(cls, arrays: Arrays, prefix: str) -> CardRates:
+        return cls(arrays[f"{prefix}cards"], arrays[f"{prefix}rates"],
+                   _read(arrays, f"{prefix}fallback."))
+
+
 KINDS: dict[str, Any] = {"forest": Forest, "linear": Linear, "log-target": LogTarget,
-                         "residual": Residual, "column": Column, "roofline": Roofline}
+                         "residual": Residual, "column": Column, "roofline": Roofline,
+                         "card-rates": CardRates}
 
 
 def _read(arrays: Arrays, prefix: str) -> Regressor:

@@ -15,8 +15,12 @@ from sklearn.linear_model import RidgeCV
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
-from estimator.fitting.regressors import ColumnRegressor, ResidualPeakRegressor, RooflineRegressor
-from estimator.portable import Column, Forest, Linear, LogTarget, Regressor, Residual, Roofline
+from estimator.fitting.regressors import (
+    CardRatesRegressor, ColumnRegressor, ResidualPeakRegressor, RooflineRegressor,
+)  # fmt: skip
+from estimator.portable import (
+    CardRates, Column, Forest, Linear, LogTarget, Regressor, Residual, Roofline,
+)  # fmt: skip
 
 
 def compile_regressor(fitted: Any) -> Regressor:
@@ -36,6 +40,10 @@ def compile_regressor(fitted: Any) -> Regressor:
         codes = sorted(fitted.deviation_)
         return Roofline(np.asarray(fitted.pooled_, dtype=float), np.array(codes, dtype=float),
                         np.array([fitted.deviation_[c] for c in codes], dtype=float).reshape(-1, 2))
+    if isinstance(fitted, CardRatesRegressor):
+        return CardRates(np.asarray(fitted.cards_, dtype=float),
+                         np.asarray(fitted.rates_, dtype=float),
+                         compile_regressor(fitted.fallback_))
     raise TypeError(f"no numpy form for {type(fitted).__name__}")
 
 

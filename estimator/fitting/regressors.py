@@ -25,17 +25,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.compose import TransformedTargetRegressor
 from sklearn.ensemble import RandomForestRegressor
-from scipy.optimize import least_squares
+from scipy.optimize import least_squares, nnls
 from sklearn.linear_model import RidgeCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 from sklearn.utils import Tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from estimator import roofline
+from estimator import card_rates, roofline
 from estimator.catalogue import CHARACTERISTICS
 
 #: The paper's fixed pad (Table V, training memory max error), for its baseline.
@@ -172,6 +172,52 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
                    for code, d in sorted(self.deviation_.items())}}
 
 
+class CardRatesRegressor(RegressorMixin, BaseEstimator):
+    """`estimator.card_rates`: per card seen in fitting, four rates fitted by non-negative
+    least squares on the relative error of the epoch time. Rows on a card not fitted, or
+    whose step was not traced (a user's model registered without its operations), are
+    priced by `fallback` (fitted on every row), which reads the columns after
+    `card_rates.COLUMNS`.
+
+    Learned: `cards_` (GPU codes), `rates_` (one row of `card_rates.RATES` per card) and
+    `fallback_`."""
+
+    def __init__(self, fallback: BaseEstimator | None = None) -> None:
+        self.fallback = fallback
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> CardRatesRegressor:
+        X, y = validate_data(self, X, y, y_numeric=True, ensure_all_finite="allow-nan")
+        n = len(card_rates.COLUMNS)
+        traced = ~np.isnan(X[:, :n]).any(axis=1)
+        cards, rates = [], []
+        for card in np.unique(X[traced, n - 1]):
+            rows = traced & (X[:, n - 1] == card)
+            work = card_rates.step_work(X[rows]) * card_rates.epoch_steps(X[rows, 6])[:, None]
+            coef, _ = nnls(work / y[rows, None], np.ones(rows.sum()))
+            cards.append(card)
+            rates.append(coef)
+        self.cards_ = np.array(cards, dtype=float)
+        self.rates_ = np.array(rates, dtype=float).reshape(-1, len(card_rates.RATES))
+        self.fallback_ = clone(self.fallback if self.fallback is not None else _log_linear())
+        self.fallback_.fit(X[:, n:], y)
+        return self
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        check_is_fitted(self, "rates_")
+        X = validate_data(self, X, reset=False, ensure_all_finite="allow-nan")
+        n = len(card_rates.COLUMNS)
+        out = card_rates.epoch_time(X[:, :n], self.cards_, self.rates_)
+        rest = np.isnan(out)
+        if rest.any():
+            out[rest] = self.fallback_.predict(X[rest, n:])
+        return out
+
+    def __sklearn_tags__(self) -> Tags:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        return tags
+
+
 class ColumnRegressor(RegressorMixin, BaseEstimator):
     """Predicts one input column as it is (a formula baseline such as torchinfo's)."""
 
@@ -251,6 +297,7 @@ class Design:
 
 GPU_COLS = CHARACTERISTICS
 PAPER_MEM_GPU_COLS = ("cuda_cores", "mem_bandwidth_gbs", "sm_count")  # Table V, (1,3,4)
+LOG_LINEAR_TIME_COLUMNS = ("sim_gflops", "batch", "params_mb", "activations_mb", *GPU_COLS)
 SIM_COLS = ("sim_params_mb", "sim_grads_mb", "sim_activations_mb", "sim_temp_mb",
             "sim_optimizer_mb", "params_mb", "activations_mb", "batch")  # fmt: skip
 
@@ -295,9 +342,13 @@ DESIGNS: dict[str, dict[str, Design]] = {
         "torchinfo": Design("torchinfo", ("torchinfo_total_mb",), ColumnRegressor, 0.0),
     },
     "train-time": {
-        # Chosen by leave-one-model-out error: log-linear extrapolates to unseen models.
-        "ours": Design("ours", ("sim_gflops", "batch", "params_mb", "activations_mb", *GPU_COLS),
-                       _log_linear, 0.0),
+        # Each seen card's own rates for a step's kernels, FLOPs, bytes and samples
+        # (`estimator.card_rates`); the log-linear regression below for untraced models.
+        "ours": Design("ours", (*card_rates.COLUMNS, *LOG_LINEAR_TIME_COLUMNS), CardRatesRegressor,
+                       0.0),
+        # log(time) linear in log(features): extrapolates to unseen models (the design
+        # served until 2026-12-07).
+        "log-linear": Design("log-linear", LOG_LINEAR_TIME_COLUMNS, _log_linear, 0.0),
         "log-forest": Design("log-forest", ("sim_gflops", "batch", "params_mb", "activations_mb",
                                             *GPU_COLS), _log_forest, 0.0),
         "paper-rfr": Design("paper-rfr", ("activations_mb", "params_mb", "input_mb", *GPU_COLS),
