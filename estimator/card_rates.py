@@ -32,6 +32,9 @@ COLUMNS = ("op_kernels", "op_conv_gflops", "op_mm_gflops", "op_conv_gb", "op_mm_
            "op_other_gb", "batch", "gpu_code")
 #: What each rate is per, in the order of a card's row of rates.
 RATES = ("kernel", "gflop", "gb", "sample")
+#: Traced rows a card needs for rates of its own: twice the rates fitted. A card with
+#: fewer (one calibration job, a few observed runs) is priced as a card not fitted.
+MIN_ROWS = 2 * len(RATES)
 
 
 def step_work(X: np.ndarray) -> np.ndarray:

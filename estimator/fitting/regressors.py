@@ -173,8 +173,9 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
 
 
 class CardRatesRegressor(RegressorMixin, BaseEstimator):
-    """`estimator.card_rates`: per card seen in fitting, four rates fitted by non-negative
-    least squares on the relative error of the epoch time. Rows on a card not fitted, or
+    """`estimator.card_rates`: per card with `card_rates.MIN_ROWS` traced rows, four rates
+    fitted by non-negative least squares on the relative error of the epoch time. Rows on
+    any other card, or
     whose step was not traced (a user's model registered without its operations), are
     priced by `fallback` (fitted on every row), which reads the columns after
     `card_rates.COLUMNS`.
@@ -188,10 +189,15 @@ class CardRatesRegressor(RegressorMixin, BaseEstimator):
     def fit(self, X: np.ndarray, y: np.ndarray) -> CardRatesRegressor:
         X, y = validate_data(self, X, y, y_numeric=True, ensure_all_finite="allow-nan")
         n = len(card_rates.COLUMNS)
+        if X.shape[1] <= n:
+            raise ValueError(f"got {X.shape[1]} columns: card_rates.COLUMNS ({n}), then the "
+                             "fallback's")
         traced = ~np.isnan(X[:, :n]).any(axis=1)
         cards, rates = [], []
         for card in np.unique(X[traced, n - 1]):
             rows = traced & (X[:, n - 1] == card)
+            if rows.sum() < card_rates.MIN_ROWS:
+                continue
             work = card_rates.step_work(X[rows]) * card_rates.epoch_steps(X[rows, 6])[:, None]
             coef, _ = nnls(work / y[rows, None], np.ones(rows.sum()))
             cards.append(card)

@@ -1,0 +1,74 @@
+"""A seen card's training time from its own rates (`estimator.card_rates`)."""
+
+import numpy as np
+import pytest
+
+from estimator import card_rates
+from estimator.fitting.compiling import compile_regressor
+from estimator.fitting.regressors import CardRatesRegressor
+
+# Seconds per kernel, GFLOP, GB and sample on two cards (a slow one and a fast one).
+RATES = {0.0: [40e-6, 2e-4, 4e-3, 2e-4], 3.0: [10e-6, 3e-5, 1e-3, 5e-5]}
+
+
+def _rows(rng: np.random.Generator, card: float, n: int) -> np.ndarray:
+    """`card_rates.COLUMNS` and one fallback column (the batch) for `n` random steps."""
+    batch = rng.choice([8.0, 16.0, 32.0, 64.0], n)
+    ops = np.column_stack([rng.uniform(50, 3000, n),  # kernels
+                           rng.uniform(1, 50, n) * batch, rng.uniform(0, 5, n) * batch,
+                           rng.uniform(0.1, 2, n) * batch, rng.uniform(0, 0.5, n),
+                           rng.uniform(0.1, 1, n) * batch])
+    return np.column_stack([ops, batch, np.full(n, card), batch])
+
+
+def _epoch(X: np.ndarray) -> np.ndarray:
+    work = card_rates.step_work(X)
+    rates = np.array([RATES[c] for c in X[:, len(card_rates.COLUMNS) - 1]])
+    return (work * rates).sum(axis=1) * card_rates.epoch_steps(X[:, 6])
+
+
+def test_too_few_columns_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="card_rates.COLUMNS"):
+        CardRatesRegressor().fit(np.ones((10, 7)), np.ones(10))
+
+
+def test_each_card_gets_its_own_rates_and_others_the_fallback() -> None:
+    rng = np.random.default_rng(0)
+    X = np.vstack([_rows(rng, 0.0, 30), _rows(rng, 3.0, 30)])
+    model = CardRatesRegressor().fit(X, _epoch(X))
+    assert model.cards_.tolist() == [0.0, 3.0]
+    for card, rates in zip(model.cards_, model.rates_, strict=True):
+        assert rates == pytest.approx(RATES[card], rel=1e-6)
+    new = _rows(rng, 0.0, 5)
+    assert model.predict(new) == pytest.approx(_epoch(new), rel=1e-9)
+    # A card not fitted and a step not traced are the fallback's (here: log-linear in
+    # the batch alone), whatever the rates say.
+    unseen, untraced = _rows(rng, 7.0, 1), _rows(rng, 3.0, 1)
+    untraced[:, :6] = np.nan
+    both = np.vstack([unseen, untraced])
+    assert model.predict(both) == pytest.approx(model.fallback_.predict(both[:, 8:]))
+
+
+def test_a_card_with_few_rows_gets_no_rates_of_its_own() -> None:
+    rng = np.random.default_rng(1)
+    X = np.vstack([_rows(rng, 0.0, 30), _rows(rng, 3.0, card_rates.MIN_ROWS - 1)])
+    model = CardRatesRegressor().fit(X, _epoch(X))
+    assert model.cards_.tolist() == [0.0]
+
+
+def test_rates_are_never_negative() -> None:
+    """A rate below zero would make a bigger step faster; the fit holds each at >= 0 even
+    when the rows pull one below (here the time falls with the kernels)."""
+    rng = np.random.default_rng(2)
+    X = _rows(rng, 0.0, 40)
+    y = _epoch(X) * (2.0 - X[:, 0] / 3000.0)
+    assert (CardRatesRegressor().fit(X, y).rates_ >= 0).all()
+
+
+def test_the_numpy_form_predicts_what_the_fitted_one_does() -> None:
+    rng = np.random.default_rng(3)
+    X = np.vstack([_rows(rng, 0.0, 30), _rows(rng, 3.0, 30), _rows(rng, 5.0, 2)])
+    y = _epoch(np.vstack([X[:60], _rows(rng, 0.0, 2)])) * rng.uniform(0.9, 1.1, 62)
+    X[60:, :6] = np.where(rng.random((2, 6)) < 0.5, np.nan, X[60:, :6])
+    fitted = CardRatesRegressor().fit(X, y)
+    assert compile_regressor(fitted).predict(X).tolist() == fitted.predict(X).tolist()
