@@ -3,7 +3,7 @@ night; issue #47). Tried in the service at `179e0d3` and `be2bd64`, reverted at 
 
     SCHEDTUNE_DATA=../shared/data python docs/2026-12-06-time-blend.py [lomo] [lofo]
 
-On the authors' training rows, one model out and one family out (each row held out once): the committed regression (`ours`),
+On the authors' training rows, one model out and one family out (each row held out once): the regression served then (design `log-linear` since 2026-12-07),
 the roofline priced as the service prices a job (no input pipeline), their geometric mean
 with equal weights ("blend"), and the regression's cross-card ratios at a level halfway to
 the roofline's ("level": per job, the regression times the geometric mean over the five
@@ -60,7 +60,7 @@ def main(protocols: list[str]) -> None:
         sys.exit("protocols: lomo, lofo (each row held out once)")
     frame = load_target("train-time", DATA)
     for protocol in protocols:
-        rows = held_out(DESIGNS["train-time"]["ours"], frame, protocol)
+        rows = held_out(DESIGNS["train-time"]["log-linear"], frame, protocol)
         hardware = frame[KEY].assign(hardware=roofline_without_pipeline(frame, protocol))
         rows = rows.merge(hardware, on=KEY)
         level = np.exp(0.5 * np.log(rows["hardware"] / rows["predicted"])
