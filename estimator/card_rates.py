@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from collections.abc import Callable
+
 from estimator.roofline import EPOCH_SAMPLES
 
 #: Columns the rates read, in this order; the last is the card (the ``gpu_code`` column).
@@ -59,4 +61,14 @@ def epoch_time(X: np.ndarray, cards: np.ndarray, rates: np.ndarray) -> np.ndarra
     if known.any():
         work = step_work(X[known])
         out[known] = (work * rates[row[known]]).sum(axis=1) * epoch_steps(X[known, 6])
+    return out
+
+
+def priced(X: np.ndarray, cards: np.ndarray, rates: np.ndarray,
+           fallback: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """`epoch_time` where it has one, else `fallback` on the columns after `COLUMNS`."""
+    out = epoch_time(X[:, :len(COLUMNS)], cards, rates)
+    rest = np.isnan(out)
+    if rest.any():
+        out[rest] = fallback(np.asarray(X, dtype=float)[rest, len(COLUMNS):])
     return out

@@ -6,7 +6,7 @@ no scikit-learn, SciPy or pandas import (about a second of a replica's start) an
 unpickling, and predictions equal scikit-learn's to the last bit (same float32 tree
 comparisons, same order of sums; tests/estimator/test_portable.py checks every artefact).
 
-Four kinds, nested as the designs nest them:
+The kinds, nested as the designs nest them:
 
 * `Forest`: a random forest's trees as one node table (a leaf points at itself, so every
   row walks the same number of steps);
@@ -215,13 +215,8 @@ class CardRates:
     fallback: Regressor
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        X = np.asarray(X, dtype=float)
-        n = len(card_rates.COLUMNS)
-        out = card_rates.epoch_time(X[:, :n], self.cards, self.rates)
-        rest = np.isnan(out)
-        if rest.any():
-            out[rest] = self.fallback.predict(X[rest, n:])
-        return out
+        return card_rates.priced(np.asarray(X, dtype=float), self.cards, self.rates,
+                                 self.fallback.predict)
 
     def to_arrays(self, prefix: str) -> Arrays:
         return {f"{prefix}kind": np.array("card-rates"), f"{prefix}cards": self.cards,

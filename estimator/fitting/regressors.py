@@ -14,6 +14,9 @@
   GPU characteristics (Table V: CUDA cores, bandwidth, SMs for training memory;
   all five for the other predictors).
 * torchinfo's "Estimated Total Size" (no fitting), the paper's Table IV baseline.
+* `CardRatesRegressor` (ours, training time): `estimator.card_rates`, each fitted card's
+  own rates for a step's work, a regressor for the rest; `RooflineRegressor`: the time
+  from the hardware (`estimator.roofline`).
 
 Every design maps a DataFrame (`estimator.reference.tables`) to a matrix through its
 `columns`; the regressors only see numbers.
@@ -175,10 +178,9 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
 class CardRatesRegressor(RegressorMixin, BaseEstimator):
     """`estimator.card_rates`: per card with `card_rates.MIN_ROWS` traced rows, four rates
     fitted by non-negative least squares on the relative error of the epoch time. Rows on
-    any other card, or
-    whose step was not traced (a user's model registered without its operations), are
-    priced by `fallback` (fitted on every row), which reads the columns after
-    `card_rates.COLUMNS`.
+    any other card, or whose step was not traced (a user's model registered without its
+    operations), are priced by `fallback` (default: the log-linear regression; fitted on
+    every row), which reads the columns after `card_rates.COLUMNS`.
 
     Learned: `cards_` (GPU codes), `rates_` (one row of `card_rates.RATES` per card) and
     `fallback_`."""
@@ -211,12 +213,7 @@ class CardRatesRegressor(RegressorMixin, BaseEstimator):
     def predict(self, X: np.ndarray) -> np.ndarray:
         check_is_fitted(self, "rates_")
         X = validate_data(self, X, reset=False, ensure_all_finite="allow-nan")
-        n = len(card_rates.COLUMNS)
-        out = card_rates.epoch_time(X[:, :n], self.cards_, self.rates_)
-        rest = np.isnan(out)
-        if rest.any():
-            out[rest] = self.fallback_.predict(X[rest, n:])
-        return out
+        return card_rates.priced(X, self.cards_, self.rates_, self.fallback_.predict)
 
     def __sklearn_tags__(self) -> Tags:
         tags = super().__sklearn_tags__()
@@ -303,7 +300,8 @@ class Design:
 
 GPU_COLS = CHARACTERISTICS
 PAPER_MEM_GPU_COLS = ("cuda_cores", "mem_bandwidth_gbs", "sm_count")  # Table V, (1,3,4)
-LOG_LINEAR_TIME_COLUMNS = ("sim_gflops", "batch", "params_mb", "activations_mb", *GPU_COLS)
+#: The time regressions' columns: the model's size and work, the GPU's descriptors.
+TIME_COLUMNS = ("sim_gflops", "batch", "params_mb", "activations_mb", *GPU_COLS)
 SIM_COLS = ("sim_params_mb", "sim_grads_mb", "sim_activations_mb", "sim_temp_mb",
             "sim_optimizer_mb", "params_mb", "activations_mb", "batch")  # fmt: skip
 
@@ -350,13 +348,11 @@ DESIGNS: dict[str, dict[str, Design]] = {
     "train-time": {
         # Each seen card's own rates for a step's kernels, FLOPs, bytes and samples
         # (`estimator.card_rates`); the log-linear regression below for untraced models.
-        "ours": Design("ours", (*card_rates.COLUMNS, *LOG_LINEAR_TIME_COLUMNS), CardRatesRegressor,
-                       0.0),
+        "ours": Design("ours", (*card_rates.COLUMNS, *TIME_COLUMNS), CardRatesRegressor, 0.0),
         # log(time) linear in log(features): extrapolates to unseen models (the design
         # served until 2026-12-07).
-        "log-linear": Design("log-linear", LOG_LINEAR_TIME_COLUMNS, _log_linear, 0.0),
-        "log-forest": Design("log-forest", ("sim_gflops", "batch", "params_mb", "activations_mb",
-                                            *GPU_COLS), _log_forest, 0.0),
+        "log-linear": Design("log-linear", TIME_COLUMNS, _log_linear, 0.0),
+        "log-forest": Design("log-forest", TIME_COLUMNS, _log_forest, 0.0),
         "paper-rfr": Design("paper-rfr", ("activations_mb", "params_mb", "input_mb", *GPU_COLS),
                             _paper_rfr, 0.0),
         # Each class of operation bounded by the GPU's peak rates (`estimator.roofline`).
