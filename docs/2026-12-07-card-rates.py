@@ -32,7 +32,7 @@ DATA = Path(os.environ.get("SCHEDTUNE_DATA", "../shared/data"))
 HERE = Path(__file__).resolve().parent
 
 
-def _sibling(name: str):  # noqa: ANN202  (a module)
+def _sibling(name: str):
     """An earlier experiment's script, for its measure (docs/ is not a package)."""
     spec = importlib.util.spec_from_file_location(name.replace("-", "_"), HERE / f"{name}.py")
     module = importlib.util.module_from_spec(spec)

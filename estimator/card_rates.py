@@ -23,9 +23,9 @@ per-class rates to 20x errors. Numpy only (the service prices with it).
 
 from __future__ import annotations
 
-import numpy as np
-
 from collections.abc import Callable
+
+import numpy as np
 
 from estimator.roofline import EPOCH_SAMPLES
 

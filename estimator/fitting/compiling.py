@@ -16,11 +16,21 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
 from estimator.fitting.regressors import (
-    CardRatesRegressor, ColumnRegressor, ResidualPeakRegressor, RooflineRegressor,
-)  # fmt: skip
+    CardRatesRegressor,
+    ColumnRegressor,
+    ResidualPeakRegressor,
+    RooflineRegressor,
+)
 from estimator.portable import (
-    CardRates, Column, Forest, Linear, LogTarget, Regressor, Residual, Roofline,
-)  # fmt: skip
+    CardRates,
+    Column,
+    Forest,
+    Linear,
+    LogTarget,
+    Regressor,
+    Residual,
+    Roofline,
+)
 
 
 def compile_regressor(fitted: Any) -> Regressor:
