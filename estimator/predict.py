@@ -21,7 +21,8 @@ enough models that the reference rows do not cover gets a memory artefact of its
 (``train-mem.ours.H200``: `estimator.fitting.own_fits`), its own predictions and pads,
 and the reference cards keep theirs.
 
-Run time on a GPU type the time artefacts never saw comes from the hardware instead
+Run time on a GPU type the time artefacts never saw, or saw in fewer rows than
+`estimator.card_rates.MIN_ROWS` (one calibration job), comes from the hardware instead
 (`estimator.roofline`, artefacts ``train-time.roofline`` and ``infer-time.roofline``): the
 job's traced operations priced at that type's own data-sheet rates, as a step runs on
 synthetic input (no data loader); on the types they saw, the time artefacts as trained. A
@@ -104,6 +105,11 @@ class _Predictor:
 
     def seen(self, gpu: str) -> bool:
         return gpu in self.meta["seen_gpus"]
+
+    def prices(self, gpu: str) -> bool:
+        """A time artefact prices a card with rows enough of its own (``priced_gpus``;
+        artefacts without the list: every card seen)."""
+        return gpu in self.meta.get("priced_gpus", self.meta["seen_gpus"])
 
     def family_seen(self, family: str, table: FeatureTable) -> bool:
         """Artefacts that do not list their families have them from their models'."""
@@ -262,7 +268,8 @@ class Estimator:
         mem_target, time_target = MEMORY_TARGETS[task], TIME_TARGETS[task]
         mem = self._predict(mem_target, features)
         unit_s = self._predict(time_target, features) * SECONDS_PER_UNIT[time_target]
-        unseen = [i for i, g in enumerate(self._gpus) if not self._predictors[time_target].seen(g)]
+        unseen = [i for i, g in enumerate(self._gpus)
+                  if not self._predictors[time_target].prices(g)]
         if time_target in self._hardware and unseen:
             from_hardware = self._from_hardware(time_target, features, unseen)
             traced = ~np.isnan(from_hardware[:, 0])

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from estimator import card_rates
 from estimator.fitting import artefacts
 from estimator.reference.tables import RECONSTRUCTED, TARGETS
 from estimator.fitting.evaluation import evaluate, families, matrix
@@ -101,6 +102,10 @@ def fit(target: str, design_name: str, frame: pd.DataFrame,
         "reconstructed_data": target in RECONSTRUCTED,
         "data_sha256": artefacts.data_hash(usable[["model", "batch", "gpu", "y"]]),
     }
+    if target.endswith("-time"):  # the cards with rows enough to price them: the service
+        # prices the others from the roofline (one calibration job is not enough)
+        meta["priced_gpus"] = sorted(str(g) for g, n in usable["gpu"].value_counts().items()
+                                     if n >= card_rates.MIN_ROWS)
     if with_stats:
         meta["held_out"] = {
             protocol: evaluate({design_name: design}, frame, protocol,

@@ -1,5 +1,7 @@
 """A seen card's training time from its own rates (`estimator.card_rates`)."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -7,6 +9,7 @@ from estimator import card_rates
 from estimator.fitting.compiling import compile_regressor
 from estimator.fitting.regressors import CardRatesRegressor
 
+MEASURED_H200 = Path(__file__).resolve().parents[2] / "profiles" / "measured" / "H200.csv"
 # Seconds per kernel, GFLOP, GB and sample on two cards (a slow one and a fast one).
 RATES = {0.0: [40e-6, 2e-4, 4e-3, 2e-4], 3.0: [10e-6, 3e-5, 1e-3, 5e-5]}
 
@@ -72,3 +75,36 @@ def test_the_numpy_form_predicts_what_the_fitted_one_does() -> None:
     X[60:, :6] = np.where(rng.random((2, 6)) < 0.5, np.nan, X[60:, :6])
     fitted = CardRatesRegressor().fit(X, y)
     assert compile_regressor(fitted).predict(X).tolist() == fitted.predict(X).tolist()
+
+
+def test_one_calibration_job_leaves_the_card_to_the_roofline(data_dir, tmp_path) -> None:
+    """The H200 with one profiled job (`CALIBRATION_JOB`, one row): its training time is
+    the roofline's, as for a card never profiled, not the time artefact's, which has no
+    rates of its own for it; with all its 108 training rows, its own rates price it."""
+    import shutil
+
+    from estimator import portable
+    from estimator.fitting import artefacts
+    from estimator.fitting.evaluation import CALIBRATION_JOB
+    from estimator.fitting.training import fit
+    from estimator.predict import Estimator, Job
+    from estimator.reference.tables import load_target
+
+    rows = load_target("train-time", data_dir, measurements=MEASURED_H200)
+    h200 = rows["gpu"] == "H200"
+    one = h200 & (rows["model"] == CALIBRATION_JOB[0]) & (rows["batch"] == CALIBRATION_JOB[1])
+    job = Job("vgg16", "train", 32, 1)
+    served = Estimator.load()
+    roofline = served.estimate(job)["H200"].predicted_s
+    times = {}
+    for name, frame in (("one job", rows[~h200 | one]), ("every row", rows)):
+        directory = tmp_path / name.replace(" ", "-")
+        shutil.copytree(portable.MODELS_DIR, directory)
+        regressor, meta = fit("train-time", "ours", frame.reset_index(drop=True),
+                              with_stats=False)
+        artefacts.save("train-time.ours", regressor, meta, directory)
+        assert ("H200" in meta["priced_gpus"]) == (name == "every row")
+        assert "H200" in meta["seen_gpus"]
+        times[name] = Estimator.load(models_dir=directory).estimate(job)["H200"].predicted_s
+    assert times["one job"] == pytest.approx(roofline)
+    assert times["every row"] != pytest.approx(roofline)
