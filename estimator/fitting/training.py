@@ -102,8 +102,9 @@ def fit(target: str, design_name: str, frame: pd.DataFrame,
         "reconstructed_data": target in RECONSTRUCTED,
         "data_sha256": artefacts.data_hash(usable[["model", "batch", "gpu", "y"]]),
     }
-    if target.endswith("-time"):  # the cards with rows enough to price them: the service
-        # prices the others from the roofline (one calibration job is not enough)
+    if target.endswith("-time"):
+        # The cards with rows enough of their own to be priced by this artefact; the
+        # service prices the others from the roofline (one calibration job is too few).
         meta["priced_gpus"] = sorted(str(g) for g, n in usable["gpu"].value_counts().items()
                                      if n >= card_rates.MIN_ROWS)
     if with_stats:
