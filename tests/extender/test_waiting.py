@@ -319,10 +319,10 @@ def test_with_short_first_a_long_job_leaves_the_slot_a_much_shorter_waiter_needs
     (told why) and the request gets it (the default). Off, the training takes it."""
     node = make_node("one", "NVIDIA-GeForce-RTX-3090", memory_mib=24576, replicas=2)
     request = make_pod("request", model="resnet18", task="inference", requests=200)
-    training = make_pod("training", model="resnet50", task="train", batch=32, epochs=2)
+    training = make_pod("training", model="resnet50", task="train", batch=32, epochs=4)
     short_s = estimator.estimate(Job("resnet18", "inference", 1, 200),
                                  gpus=["RTX-3090"])["RTX-3090"].predicted_s
-    long_s = estimator.estimate(Job("resnet50", "train", 32, 2),
+    long_s = estimator.estimate(Job("resnet50", "train", 32, 4),
                                 gpus=["RTX-3090"])["RTX-3090"].predicted_s
     assert long_s > 4 * short_s
     client = client_with(short_first=short_first)
