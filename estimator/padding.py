@@ -130,8 +130,14 @@ def padded_unseen_family(predicted_mib: Any, workspace_mib: Any, pad: float,
     floats."""
     predicted = np.asarray(predicted_mib, float)
     return np.maximum(padded_unseen_gpu(predicted, workspace_mib, pad, pads),
-                      predicted * (1.0 + float(pads["pad_unseen_family"]))
-                      + float(pads.get("pad_unseen_family_mib", 0.0)))
+                      affine_family_padded(predicted, pads))
+
+
+def affine_family_padded(predicted_mib: Any, pads: dict[str, Any]) -> Any:
+    """`predicted_mib` with the affine unseen-family pad of `pads` (an artefact's metadata):
+    predicted x (1 + ``pad_unseen_family``) + ``pad_unseen_family_mib``."""
+    return (np.asarray(predicted_mib, float) * (1.0 + float(pads["pad_unseen_family"]))
+            + float(pads.get("pad_unseen_family_mib", 0.0)))
 
 
 def padded_unseen_gpu(predicted_mib: Any, workspace_mib: Any, pad: float,

@@ -18,8 +18,9 @@ that is not in the catalogue at all gets `estimate_unknown`: the largest padded
 memory and the longest time over every catalogue type. Profiling one job on a
 new GPU (schedtune profile) and retraining makes it a seen type; a card profiled with
 enough models that the reference rows do not cover gets a memory artefact of its own
-(``train-mem.ours.H200``: `estimator.fitting.own_fits`), its own predictions and pads,
-and the reference cards keep theirs.
+(``train-mem.ours.H200``: `estimator.fitting.own_fits`), its own predictions and pads (a
+family new to it padded at least as the shared artefact pads one: `_pad`), and the
+reference cards keep theirs.
 
 Run time on a GPU type the time artefacts never saw, or saw in fewer rows than
 `estimator.card_rates.MIN_ROWS` (one calibration job), comes from the hardware instead
@@ -43,7 +44,12 @@ from estimator import portable, roofline
 from estimator.catalogue import CATALOGUE, CHARACTERISTICS
 from estimator.errors import ArtefactError, InvalidJob, UnknownGPU
 from estimator.feature_table import FEATURES_DIR, FeatureTable, JobFeatures
-from estimator.padding import padded_unseen_family, padded_unseen_gpu, workspace_range
+from estimator.padding import (
+    affine_family_padded,
+    padded_unseen_family,
+    padded_unseen_gpu,
+    workspace_range,
+)
 
 MAX_UNITS = 10**6
 MEMO_SIZE = 8192  # (model, task, batch) figures kept per process
@@ -131,6 +137,18 @@ class _Predictor:
         if "pad_unseen_family" not in self.meta:
             return predicted_mib * (1.0 + max(pad, float(self.meta["pad_unseen_gpu"])))
         return float(padded_unseen_family(predicted_mib, workspace_mib, pad, self.meta))
+
+
+def _pad(memory: _Predictor, shared: _Predictor, predicted_mib: float, workspace_mib: float,
+         gpu_seen: bool, family_seen: bool) -> float:
+    """The pad as a fraction of the prediction (the workspace margin is MiB). A family new to
+    a card's own fit (`memory` is not `shared`) is padded at least as the shared fit pads a
+    family new to it: each fit's held-out families calibrate the pad of a new one, and a
+    card's own fit, however many families it holds, is one card and one software stack."""
+    padded = memory.padded(predicted_mib, workspace_mib, gpu_seen, family_seen)
+    if memory is not shared and not family_seen and "pad_unseen_family" in shared.meta:
+        padded = max(padded, float(affine_family_padded(predicted_mib, shared.meta)))
+    return padded / predicted_mib - 1.0
 
 
 class Estimator:
@@ -284,9 +302,8 @@ class Estimator:
         for j, job in enumerate(features):
             families = [m.family_seen(job.family, self.table) for m in memories]
             workspace = float(workspace_range(job.sim_workspace_mb, job.sim_workspace_max_mb))
-            # The pad as a fraction of the prediction: the workspace margin is MiB.
-            pads = [memories[i].padded(float(mem[j, i]), workspace, seen[i], families[i])
-                    / float(mem[j, i]) - 1.0 for i in range(len(self._gpus))]
+            pads = [_pad(memories[i], self._predictors[mem_target], float(mem[j, i]),
+                         workspace, seen[i], families[i]) for i in range(len(self._gpus))]
             out.append({name: Figures(float(mem[j, i]), pads[i], float(unit_s[j, i]),
                                       seen[i], families[i])
                         for i, name in enumerate(self._gpus)})

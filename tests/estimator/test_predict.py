@@ -206,3 +206,30 @@ def test_time_on_a_type_no_time_artefact_saw_comes_from_its_own_peak_rates(tmp_p
                          served._predictors, served._hardware)
     mine = untraced.estimate(Job("mine", "train", 32, 2))
     assert mine["H200"].predicted_s == pytest.approx(before["H200"])
+
+
+def test_a_family_new_to_a_cards_own_fit_is_padded_at_least_as_the_shared_fit_pads_one(
+        estimator) -> None:
+    """The ResNets as a family the H200's own fit never saw: padded to the larger of its own
+    unseen-family rule and the shared fit's affine unseen-family pad (which decides here:
+    32 % against the own fit's 20 %); a family it saw keeps its own seen pad."""
+    from dataclasses import replace
+
+    from estimator.padding import affine_family_padded, padded_unseen_family, workspace_range
+
+    own = estimator._own["train-mem"]["H200"]
+    families = [f for f in own.meta["seen_families"] if f != "resnet"]
+    without_resnets = Estimator(estimator.table, estimator._predictors, estimator._hardware, {
+        **estimator._own, "train-mem": {"H200": replace(own, meta={
+            **own.meta, "seen_families": families})}})
+    shared = estimator.metadata()["train-mem"]
+    features = estimator.table.job_features("resnet18", "train", 32)
+    workspace = workspace_range(features.sim_workspace_mb, features.sim_workspace_max_mb)
+    h200 = without_resnets.estimate(Job("resnet18", "train", 32), gpus=["H200"])["H200"]
+    alone = float(padded_unseen_family(h200.predicted_mib, workspace, own.meta["pad_seen"],
+                                       own.meta))
+    floor = float(affine_family_padded(h200.predicted_mib, shared))
+    assert not h200.family_seen and floor > alone
+    assert h200.padded_mib == pytest.approx(floor)
+    seen = estimator.estimate(Job("resnet18", "train", 32), gpus=["H200"])["H200"]
+    assert seen.family_seen and seen.pad == pytest.approx(own.meta["pad_seen"])
