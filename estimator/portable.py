@@ -208,24 +208,31 @@ class Roofline:
 @dataclass(frozen=True, eq=False)
 class CardRates:
     """`estimator.card_rates`' epoch time on the cards fitted; `fallback` (reading the
-    columns after `card_rates.COLUMNS`) for other cards and untraced steps."""
+    columns after `card_rates.COLUMNS`) for other cards and untraced steps. Artefacts
+    saved before the per-class rates load with none (the pooled rates price every step)."""
 
     cards: np.ndarray
     rates: np.ndarray
     fallback: Regressor
+    class_rates: np.ndarray | None = None
+    supports: np.ndarray | None = None
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         return card_rates.priced(np.asarray(X, dtype=float), self.cards, self.rates,
-                                 self.fallback.predict)
+                                 self.fallback.predict, self.class_rates, self.supports)
 
     def to_arrays(self, prefix: str) -> Arrays:
+        per_class = {} if self.class_rates is None else {
+            f"{prefix}class_rates": self.class_rates, f"{prefix}supports": self.supports}
         return {f"{prefix}kind": np.array("card-rates"), f"{prefix}cards": self.cards,
-                f"{prefix}rates": self.rates, **self.fallback.to_arrays(f"{prefix}fallback.")}
+                f"{prefix}rates": self.rates, **per_class,
+                **self.fallback.to_arrays(f"{prefix}fallback.")}
 
     @classmethod
     def from_arrays(cls, arrays: Arrays, prefix: str) -> CardRates:
+        per_class = [arrays.get(f"{prefix}{k}") for k in ("class_rates", "supports")]
         return cls(arrays[f"{prefix}cards"], arrays[f"{prefix}rates"],
-                   _read(arrays, f"{prefix}fallback."))
+                   _read(arrays, f"{prefix}fallback."), *per_class)
 
 
 KINDS: dict[str, Any] = {"forest": Forest, "linear": Linear, "log-target": LogTarget,

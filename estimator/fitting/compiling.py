@@ -53,7 +53,9 @@ def compile_regressor(fitted: Any) -> Regressor:
     if isinstance(fitted, CardRatesRegressor):
         return CardRates(np.asarray(fitted.cards_, dtype=float),
                          np.asarray(fitted.rates_, dtype=float),
-                         compile_regressor(fitted.fallback_))
+                         compile_regressor(fitted.fallback_),
+                         np.asarray(fitted.class_rates_, dtype=float),
+                         np.asarray(fitted.supports_, dtype=float))
     raise TypeError(f"no numpy form for {type(fitted).__name__}")
 
 

@@ -177,13 +177,16 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
 
 class CardRatesRegressor(RegressorMixin, BaseEstimator):
     """`estimator.card_rates`: per card with `card_rates.MIN_ROWS` traced rows, four rates
-    fitted by non-negative least squares on the relative error of the epoch time. Rows on
-    any other card, or whose step was not traced (a user's model registered without its
-    operations), are priced by `fallback` (default: the log-linear regression; fitted on
-    every row), which reads the columns after `card_rates.COLUMNS`.
+    fitted by non-negative least squares on the relative error of the epoch time, and with
+    `card_rates.MIN_CLASS_ROWS`, a rate per class of operation for the steps whose mix of
+    work its rows span. Rows on any other card, or whose step was not traced (a user's
+    model registered without its operations), are priced by `fallback` (default: the
+    log-linear regression; fitted on every row), which reads the columns after
+    `card_rates.COLUMNS`.
 
-    Learned: `cards_` (GPU codes), `rates_` (one row of `card_rates.RATES` per card) and
-    `fallback_`."""
+    Learned: `cards_` (GPU codes), `rates_` (one row of `card_rates.RATES` per card),
+    `class_rates_` (one row of `card_rates.CLASS_RATES` per card), `supports_` (one
+    `card_rates.support` per card) and `fallback_`."""
 
     def __init__(self, fallback: BaseEstimator | None = None) -> None:
         self.fallback = fallback
@@ -195,17 +198,25 @@ class CardRatesRegressor(RegressorMixin, BaseEstimator):
             raise ValueError(f"got {X.shape[1]} columns: card_rates.COLUMNS ({n}), then the "
                              "fallback's")
         traced = ~np.isnan(X[:, :n]).any(axis=1)
-        cards, rates = [], []
+        cards, rates, class_rates, supports = [], [], [], []
         for card in np.unique(X[traced, n - 1]):
             rows = traced & (X[:, n - 1] == card)
             if rows.sum() < card_rates.MIN_ROWS:
                 continue
-            work = card_rates.step_work(X[rows]) * card_rates.epoch_steps(X[rows, 6])[:, None]
-            coef, _ = nnls(work / y[rows, None], np.ones(rows.sum()))
             cards.append(card)
-            rates.append(coef)
+            rates.append(_relative_nnls(card_rates.step_work(X[rows]), X[rows, 6], y[rows]))
+            if rows.sum() < card_rates.MIN_CLASS_ROWS:
+                class_rates.append(np.zeros(len(card_rates.CLASS_RATES)))
+                supports.append(card_rates.NO_SUPPORT)
+                continue
+            class_rates.append(_relative_nnls(card_rates.class_work(X[rows]), X[rows, 6],
+                                              y[rows]))
+            supports.append(card_rates.support(X[rows]))
         self.cards_ = np.array(cards, dtype=float)
         self.rates_ = np.array(rates, dtype=float).reshape(-1, len(card_rates.RATES))
+        self.class_rates_ = np.array(class_rates, dtype=float).reshape(
+            -1, len(card_rates.CLASS_RATES))
+        self.supports_ = np.array(supports, dtype=float).reshape(-1, 2, len(card_rates.SHARES))
         self.fallback_ = clone(self.fallback if self.fallback is not None else _log_linear())
         self.fallback_.fit(X[:, n:], y)
         return self
@@ -213,12 +224,20 @@ class CardRatesRegressor(RegressorMixin, BaseEstimator):
     def predict(self, X: np.ndarray) -> np.ndarray:
         check_is_fitted(self, "rates_")
         X = validate_data(self, X, reset=False, ensure_all_finite="allow-nan")
-        return card_rates.priced(X, self.cards_, self.rates_, self.fallback_.predict)
+        return card_rates.priced(X, self.cards_, self.rates_, self.fallback_.predict,
+                                 self.class_rates_, self.supports_)
 
     def __sklearn_tags__(self) -> Tags:
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True
         return tags
+
+
+def _relative_nnls(step_work: np.ndarray, batch: np.ndarray, epoch_s: np.ndarray) -> np.ndarray:
+    """Rates >= 0, one per column of `step_work`, least squares on the epochs' relative error."""
+    work = step_work * card_rates.epoch_steps(batch)[:, None]
+    rates, _ = nnls(work / epoch_s[:, None], np.ones(len(epoch_s)))
+    return rates
 
 
 class ColumnRegressor(RegressorMixin, BaseEstimator):

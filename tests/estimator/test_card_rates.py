@@ -108,3 +108,55 @@ def test_one_calibration_job_leaves_the_card_to_the_roofline(data_dir, tmp_path)
         times[name] = Estimator.load(models_dir=directory).estimate(job)["H200"].predicted_s
     assert times["one job"] == pytest.approx(roofline)
     assert times["every row"] != pytest.approx(roofline)
+
+
+def _class_epoch(X: np.ndarray, rates: list[float]) -> np.ndarray:
+    return (card_rates.class_work(X) * rates).sum(axis=1) * card_rates.epoch_steps(X[:, 6])
+
+
+def test_a_step_whose_mix_the_card_spans_is_priced_per_class_and_any_other_pooled() -> None:
+    """A card that runs a matrix product's FLOP 4x slower than a convolution's: its rows'
+    mix of work is learned with a rate per class; a step with more matrix-product work than
+    any row of the card had (a transformer's, beside convolutional nets) lies outside the
+    span and is priced by the pooled rates, never by a per-class rate the rows could not
+    pin down."""
+    rng = np.random.default_rng(4)
+    truth = [20e-6, 5e-5, 2e-4, 2e-3, 2e-3, 4e-3, 1e-4]  # `card_rates.CLASS_RATES`
+    X = _rows(rng, 0.0, 40)
+    model = CardRatesRegressor().fit(X, _class_epoch(X, truth))
+    assert model.class_rates_[0] == pytest.approx(truth, rel=1e-6)
+    span = model.supports_[0]
+    assert (span[0] <= span[1]).all()
+    inside = _rows(rng, 0.0, 20)
+    shares = card_rates.work_shares(inside)
+    inside = inside[((shares >= span[0]) & (shares <= span[1])).all(axis=1)]
+    assert len(inside) and model.predict(inside) == pytest.approx(_class_epoch(inside, truth))
+    beyond = inside[:1].copy()
+    beyond[:, 2] = 50 * beyond[:, 1]  # matrix products 98 % of the FLOPs
+    assert card_rates.work_shares(beyond)[0, 0] > span[1, 0]
+    pooled = (card_rates.step_work(beyond) * model.rates_[0]).sum() * \
+        card_rates.epoch_steps(beyond[:, 6])
+    assert model.predict(beyond) == pytest.approx(pooled)
+
+
+def test_a_card_with_rows_for_pooled_rates_only_prices_every_step_pooled() -> None:
+    rng = np.random.default_rng(5)
+    X = _rows(rng, 0.0, card_rates.MIN_CLASS_ROWS - 1)
+    model = CardRatesRegressor().fit(X, _epoch(X) * rng.uniform(0.9, 1.1, len(X)))
+    assert model.cards_.tolist() == [0.0] and not model.class_rates_.any()
+    pooled = (card_rates.step_work(X) * model.rates_[0]).sum(axis=1) * \
+        card_rates.epoch_steps(X[:, 6])
+    assert model.predict(X) == pytest.approx(pooled)
+
+
+def test_an_artefact_saved_before_the_per_class_rates_loads_with_pooled_rates_only() -> None:
+    from estimator.portable import CardRates
+
+    rng = np.random.default_rng(6)
+    X = _rows(rng, 0.0, 30)
+    compiled = compile_regressor(CardRatesRegressor().fit(X, _epoch(X)))
+    arrays = {k: v for k, v in compiled.to_arrays("").items()
+              if k not in ("class_rates", "supports")}
+    older = CardRates.from_arrays(arrays, "")
+    assert older.class_rates is None
+    assert older.predict(X) == pytest.approx(_epoch(X), rel=1e-6)
