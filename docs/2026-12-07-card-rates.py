@@ -1,15 +1,16 @@
 """A seen card's training time from its own rates (2026-12-07; issue #47): the figures of
 2026-12-07-card-rates.md that `schedtune evaluate` does not print.
 
-    SCHEDTUNE_DATA=../shared/data python docs/2026-12-07-card-rates.py [REPORTS_DIR]
+    SCHEDTUNE_DATA=../shared/data python docs/2026-12-07-card-rates.py [REPORTS_DIR [NEW OLD]]
 
 1. One model out and one family out on the authors' rows: average and worst error, and how
    well each design compares two cards for one job (the blend experiment's measure).
 2. Gavel's ResNet-50 training steps (V100, K80), priced through the service as committed
    (`Estimator.load`), per step.
-3. With REPORTS_DIR: the paired comparison of two sets of `schedtune replay --json`
-   reports, ``{card-rates,log-linear}_{lomo,lofo}.json`` (``--orders N``) and
-   ``..._{world}_{order}.json`` (single ``--shuffle`` runs), order by order.
+3. With REPORTS_DIR [NEW OLD]: the paired comparison of two sets of `schedtune replay
+   --json` reports, ``{NEW,OLD}_{lomo,lofo}.json`` (``--orders N``) and
+   ``..._{world}_{order}.json`` (single ``--shuffle`` runs), order by order (default
+   names: card-rates, log-linear).
 """
 
 from __future__ import annotations
@@ -76,10 +77,10 @@ def _per_order(directory: Path, design: str, world: str) -> dict[int, tuple[floa
     return out
 
 
-def paired(directory: Path) -> None:
+def paired(directory: Path, new_name: str = "card-rates", old_name: str = "log-linear") -> None:
     rng = np.random.default_rng(0)
     for world in ("lomo", "lofo"):
-        new, old = (_per_order(directory, d, world) for d in ("card-rates", "log-linear"))
+        new, old = (_per_order(directory, d, world) for d in (new_name, old_name))
         orders = sorted(set(new) & set(old))
         if not orders:
             continue
@@ -87,8 +88,8 @@ def paired(directory: Path) -> None:
         for column, figure in enumerate(("makespan", "average JCT")):
             change = (a[:, column] / b[:, column] - 1) * 100
             means = [rng.choice(change, len(change)).mean() for _ in range(10_000)]
-            print(f"{world} {figure}, {len(orders)} orders: card rates median "
-                  f"{np.median(a[:, column]):,.0f}, log-linear {np.median(b[:, column]):,.0f}; "
+            print(f"{world} {figure}, {len(orders)} orders: {new_name} median "
+                  f"{np.median(a[:, column]):,.0f}, {old_name} {np.median(b[:, column]):,.0f}; "
                   f"paired mean change {change.mean():+.1f} % (90 % bootstrap "
                   f"{np.percentile(means, 5):+.1f} to {np.percentile(means, 95):+.1f}), "
                   f"lower on {int((change < 0).sum())} of {len(orders)}")
@@ -98,4 +99,4 @@ if __name__ == "__main__":
     accuracy()
     gavel()
     if len(sys.argv) > 1:
-        paired(Path(sys.argv[1]))
+        paired(Path(sys.argv[1]), *sys.argv[2:4])
