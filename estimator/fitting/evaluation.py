@@ -171,13 +171,13 @@ def _held_apart(fit_frame: pd.DataFrame, test: pd.DataFrame, protocol: str) -> p
 
 def _run_fold(design: Design, frame: pd.DataFrame, protocol: str, fit_idx: np.ndarray,
               test_idx: np.ndarray, fit_frame: pd.DataFrame | None = None,
-              shared: pd.DataFrame | None = None,
+              shared_rows: pd.DataFrame | None = None,
               ) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
     """The test rows' predictions, the pad and the padded estimates, as the service pads
     (a held-out family as an unseen one: `estimator.padding.padded_unseen_family`). With
     `fit_frame` (the design's `fit_target` rows), the fold fits on those of its rows that
-    `_held_apart` leaves it. `shared`: `frame` is a card's own fit and these are the shared
-    fit's rows, whose unseen-family pad (without the held-out families) floors a held-out
+    `_held_apart` leaves it. `shared_rows`: `frame` is a card's own fit and these are the
+    shared fit's rows, whose unseen-family pad (without the held-out families) floors a held-out
     family's (`estimator.predict`)."""
     train = frame.iloc[fit_idx] if fit_frame is None else \
         _held_apart(fit_frame, frame.iloc[test_idx], protocol)
@@ -192,8 +192,8 @@ def _run_fold(design: Design, frame: pd.DataFrame, protocol: str, fit_idx: np.nd
         padded = padded_unseen_family(
             predicted, workspace_range(test["sim_workspace_mb"], test["sim_workspace_max_mb"]),
             pad, pads)
-        if shared is not None:
-            apart = _held_apart(shared, test, protocol)
+        if shared_rows is not None:
+            apart = _held_apart(shared_rows, test, protocol)
             padded = np.maximum(padded, affine_family_padded(
                 predicted, _unseen_family_pads(design, apart)))
     elif protocol == "logo" and design.workspace_margin:  # the service's unseen-GPU rule
@@ -209,18 +209,19 @@ def _run_fold(design: Design, frame: pd.DataFrame, protocol: str, fit_idx: np.nd
 
 def held_out(design: Design, frame: pd.DataFrame, protocol: str, n_jobs: int = 2,
              gpu: str | None = None, fit_frame: pd.DataFrame | None = None,
-             own_fits: bool = False, shared: pd.DataFrame | None = None) -> pd.DataFrame:
+             own_fits: bool = False, shared_rows: pd.DataFrame | None = None,
+             ) -> pd.DataFrame:
     """One row per (outer fold, test row): actual, predicted, padded; with `gpu`, only
     the test rows on that GPU type (the folds fit as they would for every row). A design
     with a `fit_target` fits on `fit_frame`, that target's rows. `own_fits`: the cards
     `estimator.fitting.own_fits` fits on their own rows are judged so, as `schedtune
-    train` fits them (protocols that hold out models or families); `shared`: set for
+    train` fits them (protocols that hold out models or families); `shared_rows`: set for
     those cards' parts (`_run_fold`)."""
     if own_fits and protocol in own_fits_rule.PROTOCOLS:
         shared, cards = own_fits_rule.split(frame)
         if cards:
             return pd.concat([held_out(design, part, protocol, n_jobs, gpu, fit_frame,
-                                       shared=None if part is shared else shared)
+                                       shared_rows=None if part is shared else shared)
                               for part in (shared, *cards.values())
                               if gpu is None or (part["gpu"] == gpu).any()],
                              ignore_index=True)
@@ -232,7 +233,7 @@ def held_out(design: Design, frame: pd.DataFrame, protocol: str, n_jobs: int = 2
                          f"{', '.join(sorted(frame['gpu'].unique()))}")
     folds = Parallel(n_jobs=n_jobs)(
         delayed(_run_fold)(design, frame, protocol, fit_idx, test_idx[on_gpu[test_idx]],
-                           fit_frame if design.fit_target else None, shared)
+                           fit_frame if design.fit_target else None, shared_rows)
         for fit_idx, test_idx in _outer_splits(frame, protocol) if on_gpu[test_idx].any()
     )
     parts = [

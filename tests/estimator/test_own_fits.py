@@ -67,6 +67,6 @@ def test_a_family_held_out_of_a_card_fitted_alone_is_padded_at_least_as_the_shar
     fit_idx, test_idx = (h200.index[~resnets].to_numpy(), h200.index[resnets].to_numpy())
     actual = h200.loc[test_idx, "y"].to_numpy()
     *_, alone = _run_fold(design, h200, "lofo", fit_idx, test_idx)
-    *_, floored = _run_fold(design, h200, "lofo", fit_idx, test_idx, shared=shared)
+    *_, floored = _run_fold(design, h200, "lofo", fit_idx, test_idx, shared_rows=shared)
     assert (alone < actual).sum() == 2
     assert (floored >= actual).all() and (floored >= alone).all()
