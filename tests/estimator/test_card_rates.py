@@ -160,3 +160,20 @@ def test_an_artefact_saved_before_the_per_class_rates_loads_with_pooled_rates_on
     older = CardRates.from_arrays(arrays, "")
     assert older.class_rates is None
     assert older.predict(X) == pytest.approx(_epoch(X), rel=1e-6)
+
+
+def test_cards_equally_short_of_rows_are_priced_by_the_artefact(data_dir) -> None:
+    """The authors' inference rows are one batch per model: with the ResNets held out (the
+    one-family-out world's folds), each card has 7, fewer than `card_rates.MIN_ROWS`, and
+    all as many as the artefact has for any card; the artefact prices them all (the
+    roofline prices a card only where the artefact has fewer rows of it than of others)."""
+    from estimator.fitting.evaluation import families
+    from estimator.fitting.training import fit
+    from estimator.reference.tables import load_target
+
+    rows = load_target("infer-time", data_dir, measurements="none")
+    rows = rows[families(rows) != "resnet"].reset_index(drop=True)
+    per_card = rows["gpu"].value_counts()
+    assert (per_card < card_rates.MIN_ROWS).all() and per_card.nunique() == 1
+    _, meta = fit("infer-time", "ours", rows, with_stats=False)
+    assert meta["priced_gpus"] == sorted(per_card.index)
