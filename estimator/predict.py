@@ -23,7 +23,8 @@ family new to it padded at least as the shared artefact pads one: `_pad`), and t
 reference cards keep theirs.
 
 Run time on a GPU type the time artefacts never saw, or saw in fewer rows than
-`estimator.card_rates.MIN_ROWS` (one calibration job), comes from the hardware instead
+`estimator.card_rates.MIN_ROWS` and than their best-covered type (one calibration job:
+``priced_gpus``), comes from the hardware instead
 (`estimator.roofline`, artefacts ``train-time.roofline`` and ``infer-time.roofline``): the
 job's traced operations priced at that type's own data-sheet rates, as a step runs on
 synthetic input (no data loader); on the types they saw, the time artefacts as trained. A
