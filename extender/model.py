@@ -77,6 +77,7 @@ class PodInfo:
     owner: str = ""  # its controller, kind/name (a Job, a ReplicaSet), "" for a bare pod
     group: GroupRef | None = None  # the gang it belongs to (None: placed on its own)
     cpu_milli: int = 0  # CPU it requests of its node, millicores (0: none, or unreadable)
+    no_devices: bool = False  # asks no GPU or other device of any kind (False: not known)
 
 
 @dataclass(frozen=True)

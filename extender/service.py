@@ -37,7 +37,7 @@ from estimator.errors import EstimatorError, UnknownModel
 from estimator.predict import Estimator
 from extender.cluster.binders import RECORD_ONLY, BindTarget, PodReader
 from extender.core import binding, decisions, filtering, prioritizing, time_bias
-from extender.core.annotations import AnnotationError, parse_demand
+from extender.core.annotations import AnnotationError, asks_no_gpu, parse_demand
 from extender.core.filtering.holds import SHORT_HOLDS
 from extender.wire import gpushare, hami
 from extender.core.gpu_table import distinct_layouts
@@ -101,7 +101,8 @@ class Scheduler:
         return decision
 
     def prioritize(self, pod: PodInfo, nodes: NodeLayoutsByName) -> Mapping[str, float]:
-        """Scores in [0, 1]; every node 0 for pass-through or unestimable pods.
+        """Scores in [0, 1]; every node 0 for pass-through or unestimable pods, except a
+        pod asking no GPU, scored by what its CPU strands (`_steers`).
 
         Right after this worker filtered the same pod (kube-scheduler's scheduling cycle:
         filter, then prioritize the nodes that passed), the nodes are priced on what that
@@ -110,6 +111,10 @@ class Scheduler:
         read as it read them; a placement made here since, or `prioritize_reuse_s`
         passed, reads them again. The nodes that passed are usually priced already
         (`price_ahead`): those scores are returned as they are."""
+        if self._steers(pod):
+            snapshot = self.store.snapshot(nodes, self.clock(), waiters=NO_WAITERS)
+            return prioritizing.spare_gpu_scores(snapshot, self.settings.collocation,
+                                                 pod.cpu_milli)
         cycle = self._cycle
         in_cycle = (cycle is not None and cycle.uid == pod.uid
                     and time.monotonic() - cycle.at <= self.settings.prioritize_reuse_s)
@@ -120,6 +125,15 @@ class Scheduler:
                 return prioritizing.decide_scores(cycle.assessment, nodes, self.settings)
         return prioritizing.decide_scores(self._assess(pod, nodes, sync=not in_cycle), nodes,
                                           self.settings)
+
+    def _steers(self, pod: PodInfo) -> bool:
+        """Whether prioritize scores a pod that is not ours: one asking no device and some
+        CPU, under the fragmentation tie-break, is kept off the nodes whose free GPUs its
+        CPU would leave short (`prioritizing.spare_gpu_scores`). Filter and bind pass it
+        through untouched; kube-scheduler sends such pods only when the extender is
+        registered without ``managedResources`` (k8s/scheduler-config.yaml)."""
+        return (self.settings.tie_break == "fragmentation" and pod.group is None
+                and pod.cpu_milli > 0 and asks_no_gpu(pod))
 
     def price_ahead(self, pod: PodInfo, passed: NodeLayoutsByName) -> Mapping[str, float] | None:
         """Prioritize's scores of `passed` (the nodes filter just passed `pod`, with the

@@ -64,7 +64,10 @@ Environment variables (the manifests in k8s/ use exactly these names):
                                    jobs the cluster holds, extender/core/fragmentation.py,
                                    then the least share of a GPU left) or best-fit (the
                                    least memory left); nodes alike in both keep the top
-                                   score together (kube-scheduler picks one at random)
+                                   score together (kube-scheduler picks one at random).
+                                   Under fragmentation, a pod asking no GPU (sent when
+                                   the extender is registered without managedResources)
+                                   is scored by what its CPU strands
     EXTENDER_HOLD_FOR              waiting pods (fit nowhere, oldest first) that each get
                                    the GPU where they fit soonest held for them: others go
                                    there only if both fit (default 1, the queue head as in

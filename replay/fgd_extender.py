@@ -1,6 +1,6 @@
-"""Ours on FGD's protocol (`replay.fgd_protocol`): every GPU pod decided by the extender over
-HTTP, as kube-scheduler would call it under our profile, the others placed by that profile
-alone.
+"""Ours on FGD's protocol (`replay.fgd_protocol`): every pod decided by the extender over
+HTTP, as kube-scheduler would call it under our profile with the extender registered for
+every pod (no ``managedResources``), as FGD's scheduler sees every pod.
 
 What kube-scheduler does before it calls the extender is done here, from its defaults:
 NodeResourcesFit (CPU and memory requests within what the node has left) and the pod's
@@ -25,10 +25,12 @@ MaxExtenderPriority 10: kube-scheduler v1.36 ``pkg/scheduler/schedule_one.go``,
 (``pkg/scheduler/apis/config/v1/default_plugins.go``) only NodeResourcesFit
 (LeastAllocated) and NodeResourcesBalancedAllocation tell these nodes apart, and our
 profile disables both as scorers (`PROFILE_SCORES_OFF`, ``k8s/scheduler-config.yaml``):
-the rest score every node alike. So the extender's highest score decides, and a pod asking
-no GPU (not ours: the extender passes it untouched) goes to any node that fits. Among equal
-totals kube-scheduler picks at random (``selectHost``): here the lowest node rank, a seeded
-permutation, as every policy's ties here.
+the rest score every node alike. So the extender's highest score decides. A pod asking no
+GPU is not ours: filter passes every node that fits, bind binds it with nothing reserved, and
+prioritize keeps it off the nodes whose free GPUs its CPU would leave short
+(`extender.core.prioritizing.spare_gpu_scores`). Among equal totals kube-scheduler picks at
+random (``selectHost``): here the lowest node rank, a seeded permutation, as every policy's
+ties here.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from extender.settings import Settings
 from extender.wire.builders import pod_object
 from replay.engine import SimNode
 from replay.fgd_cluster import ClusterState
-from replay.fgd_policies import Choice, Policy, anywhere, pick_node
+from replay.fgd_policies import Choice, Policy, pick_node
 from replay.fgd_workload import Pod
 from replay.openb import GPU_CODES
 from replay.policies import ExtenderPolicy
@@ -88,7 +90,7 @@ class ExtenderOnFgd(Policy):
         self.settings = dataclasses.replace(
             base, collocation=dataclasses.replace(base.collocation, default=SLOTS_PER_GPU))
         self.extender: ExtenderPolicy | None = None
-        self.decisions = 0  # GPU pods the extender was asked to place, all runs together
+        self.decisions = 0  # pods the extender was asked to place, all runs together
         self.spent_s = 0.0  # wall seconds in its verbs, runs closed so far
         self.count = 0
 
@@ -110,15 +112,15 @@ class ExtenderOnFgd(Policy):
         return self.spent_s + (self.extender.seconds if self.extender is not None else 0.0)
 
     def choose(self, state: ClusterState, pod: Pod) -> Choice | None:
-        if not pod.gpu_request:  # every node that fits scores alike
-            return anywhere(state, pod)
         ok = (state.cpu_left >= pod.cpu) & (state.mem_left >= pod.mem)
         assert self.extender is not None, "reset first"
-        ok &= state.spec_mask(pod.spec) & (state.nodes.gpus > 0)
+        if pod.gpu_request:
+            ok &= state.spec_mask(pod.spec) & (state.nodes.gpus > 0)
         allowed = [state.nodes.names[i] for i in np.flatnonzero(ok)]
         self.count += 1
         obj = pod_object(f"{pod.name}-{self.count}", "openb", f"fgd-{self.count:08d}",
-                         annotations={GPU_MEMORY: share_annotation(pod)}, gpus=pod.num_gpu,
+                         annotations={GPU_MEMORY: share_annotation(pod)} if pod.gpu_request
+                         else {}, gpus=pod.num_gpu if pod.gpu_request else None,
                          scheduler_name="schedtune-scheduler", phase="Pending",
                          cpu=f"{pod.cpu}m" if pod.cpu > 0 else None)
         self.decisions += 1

@@ -52,8 +52,9 @@ def pick_node(state: ClusterState, ok: np.ndarray, score: np.ndarray) -> int | N
 
 
 def anywhere(state: ClusterState, pod: Pod) -> Choice | None:
-    """A pod asking no GPU as kube-scheduler places it under our profile, where the extender
-    never sees it and no scorer tells the nodes apart: any node that fits, ties at random."""
+    """A pod asking no GPU as kube-scheduler places it under our profile when the extender
+    is registered for GPU pods only (``managedResources``, as shipped) and no scorer tells
+    the nodes apart: any node that fits, ties at random."""
     node = pick_node(state, feasible(state, pod), np.zeros(len(state), np.int64))
     return None if node is None else (node, ())
 
@@ -324,8 +325,8 @@ class FGD(Policy):
 
 
 class FGDOnGpuPods(FGD):
-    """FGD deciding the pods that ask a GPU only, the others placed as ours' are (`anywhere`):
-    FGD under the condition ours runs under. (In the simulator FGD places every pod, and
+    """FGD deciding the pods that ask a GPU only, the others placed at random (`anywhere`):
+    FGD behind an extender registered for GPU pods only, as shipped. (In the simulator FGD places every pod, and
     where a pod asking no GPU eats a node's CPU decides which GPUs stay reachable.)"""
     name = "fgd-gpu-pods"
 

@@ -156,9 +156,9 @@ class ExtenderPolicy:
                pick: Callable[[list[dict[str, Any]]], str] | None = None) -> Choice | None:
         """Filter over the `allowed` nodes, prioritize those that passed, bind the first of
         the highest score, as kube-scheduler does (None: no node passed, or bind refused);
-        the node and GPUs bind reserved. `url`: the app that decides (default: the first);
-        `pick`: the node from prioritize's HostPriorityList (default: the first of the
-        highest extender score)."""
+        the node and GPUs bind reserved (none for a pod not ours). `url`: the app that
+        decides (default: the first); `pick`: the node from prioritize's HostPriorityList
+        (default: the first of the highest extender score)."""
         started = time.perf_counter()
         url = url or next(iter(self.urls.values()))
         try:
@@ -176,6 +176,8 @@ class ExtenderPolicy:
                 return None  # raced to full: retried on the next event, as kube-scheduler does
             record = self.store.job(pod["metadata"]["uid"])
             pod["spec"]["nodeName"] = best
+            if record is None:  # not ours: bound as it is, nothing reserved
+                return best, ()
             return record.node, tuple(getattr(record, "gpus", (record.gpu_index,)))
         finally:
             self.seconds += time.perf_counter() - started

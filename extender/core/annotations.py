@@ -133,6 +133,14 @@ def _declared_memory(annotations: Mapping[str, Any]) -> tuple[int, int]:
     return 0, int(digits)
 
 
+def asks_no_gpu(pod: PodInfo) -> bool:
+    """Whether the pod is not ours (neither ``schedtune.io/model`` nor
+    ``schedtune.io/gpu-memory``, valid or not) and asks no device of any kind: only its CPU
+    can take GPUs out of reach."""
+    return pod.no_devices and MODEL not in pod.annotations \
+        and GPU_MEMORY not in pod.annotations
+
+
 def parse_demand(pod: PodInfo) -> PodDemand | None:
     """The pod's demand from its annotations; None for pods that are not ours (neither
     ``schedtune.io/model`` nor ``schedtune.io/gpu-memory``). Raises `AnnotationError`

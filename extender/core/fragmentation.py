@@ -144,14 +144,7 @@ def placement_delta(table: GpuTable, rows: np.ndarray, job_mib: np.ndarray,
     if not len(mix.levels) or not count:
         return np.zeros(count)
     capacity = table.gpu_capacity
-    free = np.maximum(table.gpu_free, 0) / capacity * PERCENT
-    takes = (free[:, None] >= mix.levels[None, :] - 1e-9) & (table.gpu_jobs < limit)[:, None]
-    segments = len(table.seg_nodes)
-    able = np.stack([np.bincount(table.gpu_seg, weights=takes[:, k], minlength=segments)
-                     for k in range(len(mix.levels))], axis=1)
-    stranded = np.stack([np.bincount(table.gpu_seg, weights=free * ~takes[:, k],
-                                     minlength=segments) for k in range(len(mix.levels))], axis=1)
-    total = np.bincount(table.gpu_seg, weights=free, minlength=segments)
+    free, takes, able, stranded, total = _node_terms(table, limit, mix)
     seg = np.zeros(count, dtype=np.int64)
     seg[owner] = table.gpu_seg[rows]
     cpu = cpu_left(table)[seg]
@@ -167,6 +160,34 @@ def placement_delta(table: GpuTable, rows: np.ndarray, job_mib: np.ndarray,
     after = _fragmentation(able[seg] + d_able, stranded[seg] + d_stranded,
                            total[seg] + d_total, cpu - job_cpu, mix)
     return after - before
+
+
+def cpu_delta(table: GpuTable, limit: np.ndarray, mix: Mix, job_cpu: float) -> np.ndarray:
+    """Per segment, how a pod asking `job_cpu` millicores of the node and no GPU changes
+    its fragmentation, in percent of a GPU (0 or more: its CPU can only leave a kind
+    short). `limit`: jobs each row of the table may hold."""
+    segments = len(table.seg_nodes)
+    if not len(mix.levels) or not segments or job_cpu <= 0:
+        return np.zeros(segments)
+    _, _, able, stranded, total = _node_terms(table, limit, mix)
+    cpu = cpu_left(table)
+    return (_fragmentation(able, stranded, total, cpu - job_cpu, mix)
+            - _fragmentation(able, stranded, total, cpu, mix))
+
+
+def _node_terms(table: GpuTable, limit: np.ndarray, mix: Mix) -> tuple[np.ndarray, ...]:
+    """Per row, its free share (percent) and which kinds it can take; per segment and
+    kind, the rows that can take the kind and the free share of the others; per segment,
+    all its free share."""
+    free = np.maximum(table.gpu_free, 0) / table.gpu_capacity * PERCENT
+    takes = (free[:, None] >= mix.levels[None, :] - 1e-9) & (table.gpu_jobs < limit)[:, None]
+    segments = len(table.seg_nodes)
+    able = np.stack([np.bincount(table.gpu_seg, weights=takes[:, k], minlength=segments)
+                     for k in range(len(mix.levels))], axis=1)
+    stranded = np.stack([np.bincount(table.gpu_seg, weights=free * ~takes[:, k],
+                                     minlength=segments) for k in range(len(mix.levels))], axis=1)
+    total = np.bincount(table.gpu_seg, weights=free, minlength=segments)
+    return free, takes, able, stranded, total
 
 
 def score(delta: np.ndarray) -> np.ndarray:

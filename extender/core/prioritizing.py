@@ -30,7 +30,7 @@ from extender.core.interference import Alphas, alphas_for
 from extender.core.job import Assessment, PodJob
 from extender.core.room import NO_HOLDS, Holds
 from extender.model import ClusterSnapshot, Limits, Need, NodeGpus, NodeState, Verdict
-from extender.policies.base import Placement, ScoringPolicy
+from extender.policies.base import TIED_SCORE, Placement, ScoringPolicy
 from extender.policies.timeline_arrays import remaining_s
 from extender.settings import Settings
 
@@ -105,6 +105,25 @@ def score_nodes(snapshot: ClusterSnapshot, needs: Mapping[str, Need], limits: Li
     if only is None:
         return NodeScores(table.names, scores, table.positions)
     return NodeScores(table.names_array[only].tolist(), scores[only])
+
+
+def spare_gpu_scores(snapshot: ClusterSnapshot, limits: Limits,
+                     job_cpu: float) -> Mapping[str, float]:
+    """Scores in [0, 1] of the snapshot's nodes for a pod that asks no GPU and `job_cpu`
+    millicores: FGD's integer score of how its CPU leaves the node's free GPUs short for
+    the mix (`fragmentation.cpu_delta`). The nodes it strands least (a node without GPUs
+    strands none) keep 1 together, for kube-scheduler to pick among at random; the others
+    their score over the best, at most `TIED_SCORE`."""
+    table = GpuTable.from_states(snapshot.nodes)
+    per_layout = [limits.for_node(layout) if layout is not None else 0
+                  for layout in table.layouts]
+    limit = np.array([*per_layout, 0], dtype=np.int64)[table.gpu_layout]
+    delta = fragmentation.cpu_delta(table, limit, fragmentation.request_mix(table), job_cpu)
+    points = fragmentation.score(table.per_node(delta, 0.0))
+    best = points.max(initial=0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        below = np.minimum(np.where(best > 0, points / best, 0.0), TIED_SCORE)
+    return NodeScores(table.names, np.where(points >= best, 1.0, below), table.positions)
 
 
 def _marked(table: GpuTable, among: Collection[str],

@@ -222,7 +222,7 @@ def decode_pod(pod: Any) -> PodInfo:
         namespace=require_name(meta.get("namespace"), "Pod.metadata.namespace", DNS_LABEL,
                                required=False) or "default",
         annotations=annotations, gpus=gpus, owner=owner, group=group,
-        cpu_milli=cpu_requested(spec),
+        cpu_milli=cpu_requested(spec), no_devices=asks_no_device(spec),
     )
 
 
@@ -247,6 +247,40 @@ def gpus_requested(spec: Any) -> int:
         return [_container_gpus(c) for c in containers]
 
     return max([sum(count(spec.get("containers"))), *count(spec.get("initContainers"))])
+
+
+def asks_no_device(spec: Any) -> bool:
+    """Whether a v1.PodSpec asks no device: no extended resource (a resource name with a
+    domain outside ``kubernetes.io``, as k8s.io/api ``IsExtendedResourceName`` reads it:
+    GPUs of any vendor, their shares and MIG slices, RDMA, FPGAs) in any container's,
+    init container's or the pod's own requests or limits, and no dynamic resource claim
+    (``spec.resourceClaims``). False when the spec cannot be read: not known."""
+    if not isinstance(spec, dict) or spec.get("resourceClaims"):
+        return False
+    holders = [spec]
+    for key in ("containers", "initContainers"):
+        containers = spec.get(key) or []
+        if not isinstance(containers, list):
+            return False
+        holders.extend(containers)
+    for holder in holders:
+        resources = holder.get("resources") if isinstance(holder, dict) else None
+        if resources is None:
+            continue
+        if not isinstance(resources, dict):
+            return False
+        for kind in ("limits", "requests"):
+            quantities = resources.get(kind) or {}
+            if not isinstance(quantities, dict) or any(map(_is_extended, quantities)):
+                return False
+    return True
+
+
+def _is_extended(name: Any) -> bool:
+    if not isinstance(name, str):
+        return True  # not a resource name: not known, so not "no device"
+    domain, slash, _ = name.partition("/")
+    return bool(slash) and not domain.endswith("kubernetes.io")
 
 
 def container_gpus(spec: Any) -> tuple[int, ...]:

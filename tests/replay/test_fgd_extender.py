@@ -1,5 +1,5 @@
-"""Ours on FGD's protocol (replay.fgd_extender): GPU pods decided by the extender over HTTP on
-a real Redis, the rest as kube-scheduler's default scoring places them; hand-made clusters."""
+"""Ours on FGD's protocol (replay.fgd_extender): every pod decided by the extender over HTTP
+on a real Redis, as kube-scheduler's filters leave the nodes; hand-made clusters."""
 
 from __future__ import annotations
 
@@ -62,16 +62,25 @@ def test_whole_gpu_pods_take_free_gpus_of_one_node(ours) -> None:
     assert choice is not None and choice[0] == 1 and len(set(choice[1])) == 3
 
 
-def test_a_cpu_only_pod_goes_to_any_node_that_fits_without_the_extender(ours) -> None:
-    # Our profile scores no node by CPU: n0, half its CPU used, is as good as n1 (ties to
-    # the lowest rank, here n0); n2 lacks the CPU.
-    state = cluster([(32000, 65536, 1, "T4"), (32000, 65536, 1, "T4"), (500, 65536, 1, "T4")])
-    state.place(0, (), pod(cpu=16000, mem=0))
+def test_a_cpu_only_pod_goes_through_the_extender_to_a_node_it_strands_nothing_on(ours) -> None:
+    # No GPU job yet (no mix): every node that fits is alike, ties to the lowest rank; n2
+    # lacks the CPU.
+    state = cluster([(10000, 65536, 2, "T4"), (64000, 65536, 2, "V100M32"),
+                     (500, 65536, 1, "T4")])
     ours.reset(state)
     assert ours.choose(state, pod(cpu=1000, mem=1024)) == (0, ())
     state.rank = np.array([2, 1, 0])
     assert ours.choose(state, pod(cpu=1000, mem=1024)) == (1, ())
-    assert ours.decisions == 0  # the extender was not asked
+    state.rank = np.arange(3)
+    # A half-GPU pod asking 4 cores on each of n0 and n1 makes the mix.
+    for spec in ("T4", "V100M32"):
+        half = pod(cpu=4000, num=1, milli=500, spec=spec, name=spec.lower())
+        state.place(*ours.choose(state, half), half)
+    # 3 cores more on n0 (10 cores, 4 taken) would leave 3: its free GPUs (150 % of one)
+    # out of every such pod's reach. 2 cores leave 4: n0 is as good as n1, and ranks first.
+    assert ours.choose(state, pod(cpu=3000, mem=1024)) == (1, ())
+    assert ours.choose(state, pod(cpu=2000, mem=1024)) == (0, ())
+    assert ours.decisions == 6
 
 
 def test_a_node_short_of_cpu_is_never_offered_to_the_extender(ours) -> None:

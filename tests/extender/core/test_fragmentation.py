@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from extender.core.fragmentation import placement_delta, request_mix
+from extender.core.fragmentation import cpu_delta, placement_delta, request_mix
 from extender.core.gpu_table import GpuTable
-from extender.core.prioritizing import score_nodes
+from extender.core.prioritizing import score_nodes, spare_gpu_scores
 from extender.model import ClusterSnapshot, GpuState, Limits, Need, NodeGpus, NodeState, QueuedJob
 from extender.policies.drain import Drain
 
@@ -235,3 +235,33 @@ def test_prioritize_keeps_the_node_whose_cpu_still_takes_the_common_kind() -> No
                              tie_break="fragmentation", job_cpu=job_cpu)
         top = max(scores[n] for n in states)
         assert {n for n in states if scores[n] == top} == best
+
+
+def test_a_pod_asking_no_gpu_strands_a_node_only_by_its_cpu() -> None:
+    # Mix: 50 % jobs asking 4 cores. "short" (10 cores, a 50 % job asking 4 on GPU 0, GPU
+    # 1 idle): 6 cores left, so a pod asking 3 cores and no GPU leaves 3: no 50 % job fits
+    # any more and the 150 % free strands (before: 0, GPU 0's 50 % still takes one): +150.
+    # Asking 2 cores it leaves 4: 0. "roomy" (64 cores): 0 either way. A full node: nothing
+    # free to strand. The node's CPU not known: never short.
+    states = {"short": _with_cpu("short", 10000, (50,), ()),
+              "roomy": _with_cpu("roomy", 64000, (50,), ()),
+              "unknown": _with_cpu("unknown", 0, (50,), ())}
+    table = GpuTable.from_states({**states, **CPU_FULL})
+    limit = np.full(len(table.gpu_free), 10)
+    for job_cpu, short in ((3000.0, 150.0), (2000.0, 0.0)):
+        delta = cpu_delta(table, limit, request_mix(table), job_cpu)
+        assert delta.tolist() == pytest.approx([short] + [0.0] * (len(delta) - 1))
+
+
+def test_prioritize_keeps_a_pod_asking_no_gpu_off_the_gpus_it_would_strand() -> None:
+    # "short" would strand its free GPUs (above); "roomy", a node without GPUs and the
+    # full nodes would not: they keep the top score together, "short" falls below it.
+    states = {"short": _with_cpu("short", 10000, (50,), ()),
+              "roomy": _with_cpu("roomy", 64000, (50,), ()),
+              "cpu-only": NodeState("cpu-only", None, ())}
+    snapshot = ClusterSnapshot(0.0, {**states, **CPU_FULL})
+    scores = spare_gpu_scores(snapshot, Limits(10, {}), 3000.0)
+    assert scores["roomy"] == scores["cpu-only"] == scores["c0"] == 1.0
+    # +150 % of a GPU: FGD's score int(100 sigmoid(-1.5)) = 18, over the best's 50.
+    assert scores["short"] == pytest.approx(18 / 50)
+    assert spare_gpu_scores(snapshot, Limits(10, {}), 2000.0)["short"] == 1.0
