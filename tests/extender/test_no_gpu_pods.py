@@ -10,6 +10,7 @@ import uuid
 
 from extender.model import GPU_MEMORY
 from extender.wire.builders import gfd_node, pod_object
+from extender.wire.objects import decode_node
 from tests.builders import bind_args, filter_args, passed_nodes
 
 # Two T4s each, shared by up to 4 pods; "short" has 10 cores, "roomy" 64.
@@ -65,3 +66,15 @@ def test_a_pod_asking_a_device_or_carrying_our_annotation_is_not_steered(client)
     broken = _pod("3")
     broken["metadata"]["annotations"][GPU_MEMORY] = "lots"  # ours, refused: scored 0
     assert _scores(client, broken) == {"short": 0, "roomy": 0}
+
+
+def test_in_names_mode_a_node_without_gpus_is_among_the_best(client, store) -> None:
+    # The node watcher's layouts (names mode): "short" and "roomy" as above; "cpu-0" is a
+    # node it never recorded (no GPUs): nothing there to strand.
+    for node in (SHORT, ROOMY):
+        store.put_node(*decode_node(node, "node"))
+        _place(client, _pod("4", "50%"), node)
+    res = client.post("/prioritize", json=filter_args(_pod("3"), [SHORT, ROOMY, {
+        "metadata": {"name": "cpu-0"}}], names_only=True))
+    assert {e["Host"]: e["Score"] for e in res.get_json()} == {"short": 4, "roomy": 10,
+                                                                "cpu-0": 10}
