@@ -326,8 +326,9 @@ class FGD(Policy):
 
 class FGDOnGpuPods(FGD):
     """FGD deciding the pods that ask a GPU only, the others placed at random (`anywhere`):
-    FGD behind an extender registered for GPU pods only, as shipped. (In the simulator FGD places every pod, and
-    where a pod asking no GPU eats a node's CPU decides which GPUs stay reachable.)"""
+    FGD behind an extender registered for GPU pods only, as shipped. (In the simulator FGD
+    places every pod, and where a pod asking no GPU eats a node's CPU decides which GPUs
+    stay reachable.)"""
     name = "fgd-gpu-pods"
 
     def choose(self, state: ClusterState, pod: Pod) -> Choice | None:

@@ -30,7 +30,7 @@ def as_text(report: dict[str, Any]) -> str:
             f"{figures['decisions_per_s']:,.0f}"))
     lines += ["", "published: the FGD simulator's expected results (default trace, median of "
               "10 seeds); failed pods: the median order's pods that fit nowhere; dec/s: "
-              "pods decided per second of wall time, ours: its GPU pods through the "
+              "pods decided per second of wall time, ours: every pod through the "
               "extender over HTTP (filter, prioritize, bind) per second spent in them; "
               "the baselines decide in-process."]
     if report.get("plots"):

@@ -1,8 +1,8 @@
 """`schedtune replay --workload openb --protocol fgd`: Alibaba's openb trace under FGD's own
 evaluation protocol (`replay.fgd_protocol`), each order a seed: FGD's six baselines
-in-process, FGD deciding only the pods that ask a GPU (as ours does), and ours with every
-GPU pod decided by the extender over HTTP (`replay.fgd_extender`; the extender's settings
-from the environment, ``EXTENDER_*``).
+in-process, FGD deciding only the pods that ask a GPU (behind an extender registered for
+``nvidia.com/gpu`` only, as shipped), and ours with every pod decided by the extender over
+HTTP (`replay.fgd_extender`; the extender's settings from the environment, ``EXTENDER_*``).
 ``--policies ours`` replays ours and the best-fit baseline only."""
 
 from __future__ import annotations
