@@ -282,7 +282,9 @@ class Deployment:
         command, env = self._project_process("schedtune-node-watch", {})
         self.supervisor.start("schedtune-node-watch", command, env, cwd=self.workdir)
 
-    def start_scheduler(self) -> None:
+    def start_scheduler(self, every_pod: bool = False) -> None:
+        """kube-scheduler as k8s/ deploys it; `every_pod`: its extender registered without
+        ``managedResources``, so that it is sent the pods asking no GPU too."""
         workload = self.workload("Deployment", "schedtune-scheduler")
         config_arg = next(a for a in workload.command if a.startswith("--config="))
         config_path = Path(config_arg.split("=", 1)[1])
@@ -297,6 +299,8 @@ class Deployment:
             for key in ("certFile", "keyFile", "caFile"):
                 if key in tls:
                     tls[key] = workload.local(tls[key])
+            if every_pod:
+                extender.pop("managedResources", None)
         rewritten = self.workdir / "scheduler-config.yaml"
         rewritten.write_text(yaml.safe_dump(config))
         command = [f"--config={rewritten}" if a == config_arg else a
