@@ -1,5 +1,6 @@
 """A no-op kube-scheduler extender (the benchmark's floor): parses the body, passes every
-node, scores 0. Served by gunicorn exactly like ours: 'bench.noop_extender:create_app()'."""
+node, scores 0, binds nothing. Served by gunicorn exactly like ours:
+'bench.noop_extender:create_app()'."""
 
 from __future__ import annotations
 
@@ -23,5 +24,10 @@ def create_app() -> Flask:
         names = body.get("NodeNames") or [n["metadata"]["name"] for n in body["Nodes"]["items"]]
         return Response(orjson.dumps([{"Host": n, "Score": 0} for n in names]),
                         mimetype="application/json")
+
+    @app.post("/bind")
+    def bind() -> Response:
+        orjson.loads(request.get_data())
+        return Response(orjson.dumps({"Error": ""}), mimetype="application/json")
 
     return app
