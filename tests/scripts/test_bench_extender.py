@@ -65,3 +65,13 @@ def test_without_a_gap_prioritize_is_sent_the_body_built_in_an_earlier_pass(monk
         assert builds == [*pods, pods[0]]
     finally:
         server.shutdown()
+
+
+def test_the_no_op_extender_answers_every_verb_deciding_nothing() -> None:
+    client = noop_extender.create_app().test_client()
+    args = encode_extender_args(make_pod(random.Random(0)), node_names=["a", "b"])
+    assert client.post("/filter", json=args).get_json()["NodeNames"] == ["a", "b"]
+    assert client.post("/prioritize", json=args).get_json() == [
+        {"Host": "a", "Score": 0}, {"Host": "b", "Score": 0}]
+    assert client.post("/bind", json={"PodName": "p", "PodNamespace": "d", "PodUID": "u",
+                                      "Node": "a"}).get_json() == {"Error": ""}
