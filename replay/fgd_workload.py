@@ -32,6 +32,8 @@ from replay.workloads import ReplayError
 MILLI = 1000
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec")
+#: gpu_spec may be left out (any GPU model), as FGD's own multigpu* pod lists leave it out.
+POD_REQUIRED = POD_COLUMNS[:-1]
 
 
 @dataclass(frozen=True)
@@ -158,7 +160,7 @@ def load_trace(trace_dir: Path | str, pod_file: str = POD_FILE) -> tuple[Nodes, 
         raise ReplayError(f"{path}: no node")
     path = directory / pod_file
     cols: dict[str, list] = {c: [] for c in POD_COLUMNS}
-    for line, row in _rows(path, POD_COLUMNS):
+    for line, row in _rows(path, POD_REQUIRED):
         cols["name"].append((row.get("name") or "").strip())
         for c in ("cpu_milli", "memory_mib", "num_gpu", "gpu_milli"):
             value = _number(path, line, row, c) or 0

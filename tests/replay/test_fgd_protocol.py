@@ -276,6 +276,21 @@ def test_malformed_trace_is_a_clear_error(tmp_path: Path) -> None:
         load_trace(tmp_path / "nowhere")
 
 
+def test_a_pod_list_without_gpu_spec_lets_every_pod_use_any_model(tmp_path: Path) -> None:
+    # FGD's own openb_pod_list_multigpu*.csv have no gpu_spec column; a pod list without
+    # num_gpu is still no openb file.
+    (tmp_path / "openb_node_list_gpu_node.csv").write_text(
+        "sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,2,T4\n")
+    (tmp_path / "openb_pod_list_default.csv").write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,1000,1024,2,1000\n")
+    _, pods = load_trace(tmp_path)
+    assert list(pods.spec) == [""] and pods.num_gpu.tolist() == [2]
+    (tmp_path / "openb_pod_list_default.csv").write_text(
+        "name,cpu_milli,memory_mib,gpu_milli\np0,1000,1024,1000\n")
+    with pytest.raises(ReplayError, match="no column num_gpu"):
+        load_trace(tmp_path)
+
+
 def test_the_cli_reports_each_baseline_against_the_published_figure(capsys, tmp_path) -> None:
     from scripts import replay
 
